@@ -1,0 +1,12 @@
+#!/usr/bin/env node
+// The CLI entry: runs the compiled TypeScript in dist/ (built by `npm install`).
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+
+const entry = new URL('../dist/src/cli/main.js', import.meta.url);
+if (!existsSync(fileURLToPath(entry))) {
+  process.stderr.write('waste: not built yet; run `npm install` (or `npm run build`) in the package directory\n');
+  process.exit(1);
+}
+const { main } = await import(entry.href);
+process.exitCode = await main(process.argv);

@@ -1,0 +1,21 @@
+import { InvalidArgumentError } from 'commander';
+
+/** Parsers for option values; each throws commander's InvalidArgumentError with a clear reason. */
+export function intArg(min: number, max = Number.MAX_SAFE_INTEGER) {
+  return (value: string): number => {
+    if (!/^-?\d+$/.test(value.trim())) throw new InvalidArgumentError(`expected an integer, got "${value}"`);
+    const n = Number(value);
+    if (n < min || n > max) throw new InvalidArgumentError(`must be between ${min} and ${max}`);
+    return n;
+  };
+}
+
+/** Token ids as "3,7,11" or "3 7 11". */
+export function parseIds(value: string): number[] {
+  const parts = value.split(/[\s,]+/).filter(Boolean);
+  if (parts.length === 0) throw new InvalidArgumentError('expected at least one token id');
+  return parts.map((p) => {
+    if (!/^\d+$/.test(p)) throw new InvalidArgumentError(`"${p}" is not a token id (a non-negative integer)`);
+    return Number(p);
+  });
+}

@@ -1,0 +1,43 @@
+import { Command, CommanderError } from 'commander';
+import { WasteError } from '../util/errors.js';
+import { registerInfo } from './commands/info.js';
+import { registerLogits } from './commands/logits.js';
+import { registerSynth } from './commands/synth.js';
+import { registerVerify } from './commands/verify.js';
+import { VERSION } from '../version.js';
+
+/** Exit codes: 0 success, 1 failure (a damaged container, an I/O error…), 2 usage error. */
+export async function main(argv: string[]): Promise<number> {
+  const program = new Command('waste')
+    .description('Run mixture-of-experts language models far larger than RAM.')
+    .version(VERSION, '-v, --version')
+    .showHelpAfterError('(run with --help for usage)')
+    .configureHelp({ showGlobalOptions: true })
+    .exitOverride();
+  registerInfo(program);
+  registerLogits(program);
+  registerVerify(program);
+  registerSynth(program);
+  try {
+    await program.parseAsync(argv);
+    return typeof process.exitCode === 'number' ? process.exitCode : 0;
+  } catch (e) {
+    return report(e);
+  }
+}
+
+function report(e: unknown): number {
+  if (e instanceof CommanderError) {
+    // commander has already printed its message (or the help/version text)
+    return e.exitCode === 0 ? 0 : 2;
+  }
+  if (e instanceof WasteError) {
+    process.stderr.write(`waste: ${e.message}\n`);
+    return e.code === 'E_ARG' ? 2 : 1;
+  }
+  const err = e as Error;
+  process.stderr.write(`waste: internal error: ${err && err.message ? err.message : String(e)}\n`);
+  if (process.env.WASTE_DEBUG) process.stderr.write(`${err?.stack ?? ''}\n`);
+  else process.stderr.write('waste: (set WASTE_DEBUG=1 for a stack trace, and please report this)\n');
+  return 1;
+}

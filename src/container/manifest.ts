@@ -1,0 +1,146 @@
+import { Fields, type Json } from '../util/fields.js';
+import { unsupported, WasteError } from '../util/errors.js';
+import { type ExpertQuant, FORMAT_VERSION, Fmt, fmtName } from './format.js';
+
+/**
+ * `manifest.json`, structurally validated: every number is bounded and typed before anything
+ * sizes an allocation from it. Cross-checks against the files (trunk.bin size, bank sizes) and
+ * against the model's config happen in open.ts, where both sides are known.
+ */
+export interface Manifest {
+  arch: string;
+  tensorPrefix: string;
+  /** The model's config (verbatim from the release), as a field reader. */
+  config: Fields;
+  expertQuant?: ExpertQuant;
+  /** Expert banks by MoE layer number. */
+  banks: Map<number, BankEntry>;
+  trunk: TrunkEntry[];
+}
+
+export interface BankEntry {
+  layer: number;
+  file: string;
+  experts: number;
+  bytes: number;
+  codebookBase: number;
+}
+
+export interface TrunkEntry {
+  name: string;
+  fmt: number;
+  off: number;
+  shape: number[];
+  /** Element count. */
+  numel: number;
+  /** Quantization group (Q8G/Q4G only). */
+  group: number;
+  /** Start of the f16 group scales (Q8G/Q4G only). */
+  scaleOff: number;
+  /** Declared byte count, when the manifest states one. */
+  bytes?: number;
+}
+
+export const MANIFEST = 'manifest.json';
+const MAX_MANIFEST_TENSORS = 1 << 20;
+const MAX_DIM = 1 << 26;
+
+export function parseManifest(text: string): Manifest {
+  let doc: unknown;
+  try {
+    doc = JSON.parse(text);
+  } catch (e) {
+    throw new WasteError('E_FORMAT', `${MANIFEST}: not valid JSON (${(e as Error).message})`);
+  }
+  const m = Fields.root(MANIFEST, doc);
+
+  if (!m.given('format_version'))
+    throw new WasteError('E_FORMAT', `${MANIFEST}: format_version is missing; this is not a WASTE container, or predates format v0`);
+  const version = m.raw('format_version');
+  if (version !== FORMAT_VERSION)
+    throw new WasteError(
+      'E_FORMAT',
+      `${MANIFEST}: format_version is ${JSON.stringify(version)}; this build reads container format ${FORMAT_VERSION}`,
+    );
+
+  const arch = m.str('arch', '', 256);
+  const tensorPrefix = m.str('tensor_prefix', '', 256);
+  const config = m.object('config');
+
+  const eq = m.optionalObject('expert_quant');
+  const expertQuant = eq ? parseExpertQuant(eq) : undefined;
+
+  const banks = new Map<number, BankEntry>();
+  const layers = m.optionalObject('layers');
+  if (layers) {
+    for (const key of Object.keys(layers.obj)) {
+      if (!/^(0|[1-9][0-9]{0,3})$/.test(key)) throw layers.fail(key, 'is not a layer number');
+      const e = layers.object(key);
+      const file = e.str('file', undefined, 255);
+      if (!/^[A-Za-z0-9._-]+$/.test(file) || file === '.' || file === '..')
+        throw e.fail('file', 'must be a plain file name inside the container', file);
+      banks.set(Number(key), {
+        layer: Number(key),
+        file,
+        experts: e.int('experts', 1, 65536),
+        bytes: e.int('bytes', 1, Number.MAX_SAFE_INTEGER),
+        codebookBase: e.int('codebook_base', 0, 65535),
+      });
+    }
+  }
+
+  const trunk: TrunkEntry[] = [];
+  const seen = new Set<string>();
+  const list = m.array('trunk', MAX_MANIFEST_TENSORS);
+  list.forEach((raw: Json, i: number) => {
+    const t = m.child(raw, `trunk[${i}]`);
+    const name = t.str('name', undefined, 512);
+    if (seen.has(name)) throw t.fail('name', 'appears twice in the trunk index', name);
+    seen.add(name);
+    const fmt = t.int('fmt', 0, 255);
+    const shapeRaw = t.intList('shape', 1, MAX_DIM, 4);
+    if (!shapeRaw || shapeRaw.length < 1) throw t.fail('shape', `must list 1 to 4 dimensions, each 1..${MAX_DIM}`);
+    let numel = 1;
+    for (const d of shapeRaw) numel *= d;
+    if (numel > 2 ** 40) throw t.fail('shape', 'describes more than 2^40 elements', shapeRaw);
+    const entry: TrunkEntry = {
+      name,
+      fmt,
+      off: t.int('off', 0, Number.MAX_SAFE_INTEGER),
+      shape: shapeRaw,
+      numel,
+      group: 0,
+      scaleOff: 0,
+      bytes: t.given('bytes') ? t.int('bytes', 0, Number.MAX_SAFE_INTEGER) : undefined,
+    };
+    if (fmt === Fmt.Q8G || fmt === Fmt.Q4G) {
+      entry.group = t.int('group', 1, 65536, 128);
+      if (entry.group % 32 !== 0)
+        throw unsupported(`${MANIFEST}: trunk[${i}] (${name}) has group ${entry.group}; groups must be a multiple of 32`);
+      entry.scaleOff = t.int('scale_off', 0, Number.MAX_SAFE_INTEGER);
+    } else if (fmt !== Fmt.F32 && fmt !== Fmt.F16) {
+      throw unsupported(`${MANIFEST}: trunk[${i}] (${name}) is stored as ${fmtName(fmt)}; trunk tensors may be F32, F16, Q8G or Q4G`);
+    }
+    trunk.push(entry);
+  });
+
+  return { arch, tensorPrefix, config, expertQuant, banks, trunk };
+}
+
+function parseExpertQuant(eq: Fields): ExpertQuant {
+  const name = eq.str('fmt', 'VQ3R', 32);
+  const indexBits = eq.int('index_bits', 1, 64, 8);
+  if (name === 'VQ4P' || indexBits !== 8)
+    throw unsupported(`${MANIFEST}: expert_quant ${name} with ${indexBits}-bit indices (this build computes VQ3R and VQ2R experts)`);
+  if (name !== 'VQ3R' && name !== 'VQ2R')
+    throw unsupported(`${MANIFEST}: expert_quant.fmt "${name}" (this build computes VQ3R and VQ2R experts)`);
+  return {
+    name,
+    stages: eq.int('stages', 1, 8, 3),
+    vecDim: eq.int('vec_dim', 1, 64, 8),
+    entries: eq.int('entries', 1, 256, 256),
+    // Every writer blocks by 64 rows and the C engine assumes 64 when the key is absent.
+    indexBlock: eq.int('index_block', 0, 65536, 64),
+    indexBits,
+  };
+}

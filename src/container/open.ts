@@ -1,0 +1,119 @@
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { type KimiLinearConfig, parseKimiLinearConfig } from '../model/kimi-linear/config.js';
+import { WasteError, fromSystemError, unsupported } from '../util/errors.js';
+import { ExpertBank } from './bank.js';
+import { CODEBOOKS, type Codebooks, parseCodebooks } from './codebooks.js';
+import { type ExpertQuant, recordLayout } from './format.js';
+import { MANIFEST, type Manifest, type TrunkEntry, parseManifest } from './manifest.js';
+import { TRUNK, TrunkFile, validateTrunkIndex } from './trunk.js';
+
+const MAX_MANIFEST_BYTES = 256 << 20;
+const MAX_CODEBOOK_BYTES = 1 << 30;
+
+/**
+ * An open container directory: the validated manifest and config, trunk.bin (open), the decoded
+ * codebooks and one open bank per MoE layer. Nothing here has been trusted: every dimension is
+ * bounded, every offset checked against the real file sizes, every bank against its shapes.
+ */
+export interface Container {
+  dir: string;
+  manifest: Manifest;
+  config: KimiLinearConfig;
+  trunk: TrunkFile;
+  /** Trunk index by full tensor name. */
+  tensors: Map<string, TrunkEntry>;
+  quant?: ExpertQuant;
+  codebooks?: Codebooks;
+  banks: Map<number, ExpertBank>;
+  close(): void;
+}
+
+export function openContainer(dir: string): Container {
+  let st: fs.Stats;
+  try {
+    st = fs.statSync(dir);
+  } catch (e) {
+    throw fromSystemError(dir, e);
+  }
+  if (!st.isDirectory()) throw new WasteError('E_IO', `${dir}: a container is a directory (with ${MANIFEST}, ${TRUNK}, …)`);
+
+  const manifest = parseManifest(readSmallFile(path.join(dir, MANIFEST), MAX_MANIFEST_BYTES).toString('utf8'));
+  const modelType = manifest.config.given('model_type') ? manifest.config.raw('model_type') : 'kimi_linear';
+  if (modelType !== 'kimi_linear')
+    throw unsupported(`${MANIFEST}: config.model_type ${JSON.stringify(modelType)} (this build runs kimi_linear models)`);
+  const config = parseKimiLinearConfig(manifest.config);
+
+  const opened: { close(): void }[] = [];
+  try {
+    const trunk = new TrunkFile(path.join(dir, TRUNK));
+    opened.push(trunk);
+    validateTrunkIndex(manifest.trunk, trunk.size);
+    const tensors = new Map(manifest.trunk.map((t) => [t.name, t]));
+
+    const banks = new Map<number, ExpertBank>();
+    let codebooks: Codebooks | undefined;
+    const quant = manifest.expertQuant;
+    const moeLayers = config.layerKinds.flatMap((k, i) => (k.ffn === 'moe' ? [i] : []));
+    for (const layer of manifest.banks.keys())
+      if (config.layerKinds[layer]?.ffn !== 'moe')
+        throw new WasteError('E_FORMAT', `${MANIFEST}: layers.${layer} describes an expert bank, but layer ${layer} is not a MoE layer`);
+    if (moeLayers.length > 0) {
+      if (!quant) throw new WasteError('E_FORMAT', `${MANIFEST}: expert_quant is required for a model with experts`);
+      const { hidden } = config;
+      const { inter, experts } = config.moe;
+      if (hidden % quant.vecDim !== 0 || inter % quant.vecDim !== 0)
+        throw new WasteError(
+          'E_FORMAT',
+          `${MANIFEST}: expert_quant.vec_dim ${quant.vecDim} does not divide hidden_size ${hidden} and moe_intermediate_size ${inter}`,
+        );
+      codebooks = parseCodebooks(readSmallFile(path.join(dir, CODEBOOKS), MAX_CODEBOOK_BYTES), quant);
+      const layout = recordLayout(hidden, inter, quant);
+      for (const layer of moeLayers) {
+        const entry = manifest.banks.get(layer);
+        if (!entry) throw new WasteError('E_FORMAT', `${MANIFEST}: layers.${layer} is missing; layer ${layer} is a MoE layer`);
+        if (entry.experts !== experts)
+          throw new WasteError('E_FORMAT', `${MANIFEST}: layers.${layer}.experts is ${entry.experts}; the config says ${experts}`);
+        if (entry.codebookBase + 3 * quant.stages > codebooks.count)
+          throw new WasteError(
+            'E_FORMAT',
+            `${MANIFEST}: layers.${layer}.codebook_base ${entry.codebookBase} needs codebooks up to ${entry.codebookBase + 3 * quant.stages}, ${CODEBOOKS} has ${codebooks.count}`,
+          );
+        const bank = new ExpertBank(dir, entry, layout, quant);
+        opened.push(bank);
+        banks.set(layer, bank);
+      }
+    }
+    return {
+      dir,
+      manifest,
+      config,
+      trunk,
+      tensors,
+      quant,
+      codebooks,
+      banks,
+      close() {
+        for (const o of opened) o.close();
+      },
+    };
+  } catch (e) {
+    for (const o of opened) o.close();
+    throw e;
+  }
+}
+
+function readSmallFile(file: string, max: number): Buffer {
+  let size: number;
+  try {
+    size = fs.statSync(file).size;
+  } catch (e) {
+    throw fromSystemError(file, e);
+  }
+  if (size > max) throw new WasteError('E_FORMAT', `${file}: ${size} bytes is larger than the ${max} this file may be`);
+  try {
+    return fs.readFileSync(file);
+  } catch (e) {
+    throw fromSystemError(file, e);
+  }
+}

@@ -1,0 +1,167 @@
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { crc32 } from '../util/crc32.js';
+import { fromSystemError } from '../util/errors.js';
+import {
+  ALIGN,
+  CODEBOOK_HEADER_BYTES,
+  EXPERT_HEADER_BYTES,
+  type ExpertQuant,
+  Fmt,
+  MAGIC_CODEBOOK,
+  MAGIC_EXPERT,
+  type RecordLayout,
+  indexOffset,
+  recordFmt,
+} from './format.js';
+import { storedSizes } from './tensor.js';
+
+/**
+ * Writers for format v0, shared by `waste synth` and the converter. They produce exactly what the
+ * reader checks: trunk tensors back to back with their scales, WCBK codebooks, and 4 KiB-aligned
+ * WEXP records with blocked indices and a zlib CRC32 over the payload.
+ */
+
+export interface TrunkIndexEntry {
+  name: string;
+  fmt: number;
+  off: number;
+  shape: number[];
+  bytes: number;
+  group?: number;
+  scale_off?: number;
+}
+
+/** Appends tensors to trunk.bin as they are produced, so a large trunk never sits in memory. */
+export class TrunkWriter {
+  readonly index: TrunkIndexEntry[] = [];
+  private fd: number;
+  private pos = 0;
+
+  constructor(readonly file: string) {
+    try {
+      this.fd = fs.openSync(file, 'w');
+    } catch (e) {
+      throw fromSystemError(file, e);
+    }
+  }
+
+  private write(bytes: Uint8Array): void {
+    let done = 0;
+    while (done < bytes.length) done += fs.writeSync(this.fd, bytes, done, bytes.length - done, this.pos + done);
+    this.pos += bytes.length;
+  }
+
+  /**
+   * Write a tensor already in its stored form: `payload` (F32/F16 values, or Q8G/Q4G rows) and,
+   * for Q8G/Q4G, `scales` (f16 bits, [rows][groups]).
+   */
+  add(name: string, fmt: number, shape: number[], payload: Uint8Array, scales?: Uint16Array, group = 128): void {
+    const cols = shape[shape.length - 1];
+    const rows = shape.reduce((a, b) => a * b, 1) / cols;
+    const s = storedSizes(fmt, rows, cols, group);
+    if (payload.length !== s.payload || (s.scaleBytes && (!scales || scales.length * 2 !== s.scaleBytes)))
+      throw new Error(`TrunkWriter.add(${name}): payload or scales do not match the shape`);
+    const off = this.pos;
+    this.write(payload);
+    const entry: TrunkIndexEntry = { name, fmt, off, shape, bytes: s.payload + s.scaleBytes };
+    if (fmt === Fmt.Q8G || fmt === Fmt.Q4G) {
+      entry.group = group;
+      entry.scale_off = this.pos;
+      this.write(new Uint8Array(scales!.buffer, scales!.byteOffset, scales!.byteLength));
+    }
+    this.index.push(entry);
+  }
+
+  close(): void {
+    fs.fsyncSync(this.fd);
+    fs.closeSync(this.fd);
+  }
+}
+
+/** codebooks.bin: `books` is [count][entries][vecDim] of f16 bits. */
+export function encodeCodebooks(books: Uint16Array, count: number, q: ExpertQuant): Uint8Array {
+  const per = q.entries * q.vecDim;
+  const rec = CODEBOOK_HEADER_BYTES + per * 2;
+  const out = new Uint8Array(count * rec);
+  const dv = new DataView(out.buffer);
+  for (let b = 0; b < count; b++) {
+    const base = b * rec;
+    dv.setUint32(base, MAGIC_CODEBOOK, true);
+    dv.setUint16(base + 4, b & 0xffff, true);
+    dv.setUint8(base + 6, Fmt.VQ3R); // written as VQ3R whatever the expert format, as the C converter does
+    dv.setUint8(base + 7, q.vecDim);
+    dv.setUint32(base + 8, q.entries, true);
+    for (let i = 0; i < per; i++) dv.setUint16(base + CODEBOOK_HEADER_BYTES + 2 * i, books[b * per + i], true);
+  }
+  return out;
+}
+
+/**
+ * One expert record. `indices[m]` holds matrix m's codes row-major as [row][vector][stage];
+ * `scales[m]` its f16 row scales. The result is `layout.recordBytes` long.
+ */
+export function encodeExpertRecord(
+  layer: number,
+  expert: number,
+  codebookBase: number,
+  layout: RecordLayout,
+  q: ExpertQuant,
+  indices: [Uint8Array, Uint8Array, Uint8Array],
+  scales: [Uint16Array, Uint16Array, Uint16Array],
+  out: Uint8Array = new Uint8Array(layout.recordBytes),
+): Uint8Array {
+  out.fill(0, 0, layout.recordBytes);
+  const offs = [layout.gateOff, layout.upOff, layout.downOff];
+  for (let m = 0; m < 3; m++) {
+    const { rows, cols } = layout.shapes[m];
+    const vectors = cols / q.vecDim;
+    const src = indices[m];
+    for (let r = 0; r < rows; r++)
+      for (let v = 0; v < vectors; v++) {
+        const d = offs[m] + indexOffset(r, v, vectors, q);
+        const s0 = (r * vectors + v) * q.stages;
+        for (let s = 0; s < q.stages; s++) out[d + s] = src[s0 + s];
+      }
+  }
+  const dv = new DataView(out.buffer, out.byteOffset, layout.recordBytes);
+  let so = layout.scaleOff;
+  for (let m = 0; m < 3; m++) for (let r = 0; r < layout.shapes[m].rows; r++, so += 2) dv.setUint16(so, scales[m][r], true);
+  dv.setUint32(0, MAGIC_EXPERT, true);
+  dv.setUint16(4, layer, true);
+  dv.setUint16(6, expert, true);
+  dv.setUint8(8, recordFmt(q));
+  dv.setUint8(9, 0);
+  dv.setUint16(10, codebookBase, true);
+  dv.setUint16(12, 0, true);
+  dv.setUint16(14, 0, true);
+  dv.setUint32(16, layout.recordBytes / ALIGN, true);
+  dv.setUint32(20, layout.gateOff, true);
+  dv.setUint32(24, layout.upOff, true);
+  dv.setUint32(28, layout.downOff, true);
+  dv.setUint32(32, layout.scaleOff, true);
+  dv.setUint32(36, crc32(out.subarray(EXPERT_HEADER_BYTES, layout.payloadEnd)), true);
+  return out.subarray(0, layout.recordBytes);
+}
+
+/** Write a file so that a reader sees either the old version or the complete new one. */
+export function writeFileAtomic(file: string, data: string | Uint8Array): void {
+  const tmp = path.join(path.dirname(file), `.${path.basename(file)}.tmp-${process.pid}`);
+  try {
+    const fd = fs.openSync(tmp, 'w');
+    try {
+      fs.writeFileSync(fd, data);
+      fs.fsyncSync(fd);
+    } finally {
+      fs.closeSync(fd);
+    }
+    fs.renameSync(tmp, file);
+  } catch (e) {
+    try {
+      fs.rmSync(tmp, { force: true });
+    } catch {
+      /* best effort */
+    }
+    throw fromSystemError(file, e);
+  }
+}

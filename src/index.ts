@@ -1,0 +1,14 @@
+/**
+ * waste — run mixture-of-experts language models far larger than RAM.
+ *
+ *   import { Model } from 'waste';
+ *   const model = Model.open('path/to/container');
+ *   const session = model.newSession();
+ *   const logits = await session.forward([3, 7, 11]);
+ */
+export { Model, Session, type OpenOptions, type SessionOptions } from './engine.js';
+export { WasteError, type WasteErrorCode } from './util/errors.js';
+export type { KimiLinearConfig, LayerKind } from './model/kimi-linear/config.js';
+export type { Kernels } from './kernels/types.js';
+export { tsKernels } from './kernels/ts/index.js';
+export { writeSyntheticContainer, type SynthOptions, SHAPES } from './synth/synth.js';

@@ -1,0 +1,341 @@
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { type ExpertQuant, Fmt, recordLayout } from '../container/format.js';
+import { TrunkWriter, encodeCodebooks, encodeExpertRecord, writeFileAtomic } from '../container/write.js';
+import { storedSizes } from '../container/tensor.js';
+import { type KimiLinearConfig, parseKimiLinearConfig } from '../model/kimi-linear/config.js';
+import { encodeF16 } from '../util/f16.js';
+import { Fields, type JsonObject } from '../util/fields.js';
+import { Rng } from '../util/prng.js';
+import { WasteError, fromSystemError } from '../util/errors.js';
+
+/**
+ * Synthetic containers of random weights, exactly as format v0 lays them out: the test suite's
+ * generator, and `waste synth` for users who want to try the engine or benchmark realistic shapes
+ * without downloading a model. The same seed gives the same bytes on every machine.
+ */
+export type ShapeName = 'tiny' | 'kimi-linear';
+
+export interface SynthOptions {
+  shape?: ShapeName;
+  /** Override the number of layers (the 3:1 KDA:MLA pattern is kept, with MLA last). */
+  layers?: number;
+  /** Override the number of routed experts (top-k is capped to it). */
+  experts?: number;
+  seed?: number;
+  /**
+   * How trunk matrices are stored: 'converter' writes what `waste convert` writes (F32 below
+   * 65,536 values, Q8G for the embedding and the head, Q4G for the rest); 'mixed' cycles every
+   * matrix through F32, F16, Q8G and Q4G so each compute path is exercised.
+   */
+  trunkFormats?: 'converter' | 'mixed';
+  /** Extra or replaced config keys (e.g. awkward dimensions for a test). */
+  config?: JsonObject;
+  /** Replace an existing non-empty directory. */
+  force?: boolean;
+  onProgress?: (done: number, total: number) => void;
+}
+
+export const SHAPES: Record<ShapeName, JsonObject> = {
+  tiny: {
+    vocab_size: 300,
+    hidden_size: 96,
+    num_hidden_layers: 4,
+    intermediate_size: 160,
+    moe_intermediate_size: 48,
+    num_experts: 8,
+    num_experts_per_token: 3,
+    num_shared_experts: 1,
+    num_attention_heads: 3,
+    num_key_value_heads: 3,
+    kv_lora_rank: 40,
+    qk_nope_head_dim: 16,
+    qk_rope_head_dim: 8,
+    v_head_dim: 16,
+    linear_attn_config: { num_heads: 3, head_dim: 16, short_conv_kernel_size: 4 },
+  },
+  'kimi-linear': {
+    vocab_size: 163840,
+    hidden_size: 2304,
+    num_hidden_layers: 27,
+    intermediate_size: 9216,
+    moe_intermediate_size: 1024,
+    num_experts: 256,
+    num_experts_per_token: 8,
+    num_shared_experts: 1,
+    num_attention_heads: 32,
+    num_key_value_heads: 32,
+    kv_lora_rank: 512,
+    qk_nope_head_dim: 128,
+    qk_rope_head_dim: 64,
+    v_head_dim: 128,
+    linear_attn_config: { num_heads: 32, head_dim: 128, short_conv_kernel_size: 4 },
+  },
+};
+
+const COMMON: JsonObject = {
+  model_type: 'kimi_linear',
+  architectures: ['KimiLinearForCausalLM'],
+  first_k_dense_replace: 1,
+  moe_layer_freq: 1,
+  moe_renormalize: true,
+  moe_router_activation_func: 'sigmoid',
+  routed_scaling_factor: 2.446,
+  use_grouped_topk: true,
+  num_expert_group: 1,
+  topk_group: 1,
+  q_lora_rank: null,
+  mla_use_nope: true,
+  rms_norm_eps: 1e-5,
+  hidden_act: 'silu',
+  tie_word_embeddings: false,
+  bos_token_id: 1,
+  eos_token_id: 2,
+};
+
+const QUANT: ExpertQuant = { name: 'VQ3R', stages: 3, vecDim: 8, entries: 256, indexBlock: 64, indexBits: 8 };
+
+/** Kimi's pattern: every fourth layer is MLA, and so is the last one. */
+export function layerPattern(layers: number): { kda: number[]; full: number[] } {
+  const kda: number[] = [];
+  const full: number[] = [];
+  for (let i = 0; i < layers; i++) (i % 4 === 3 || i === layers - 1 ? full : kda).push(i + 1);
+  return { kda, full };
+}
+
+export function synthConfig(opts: SynthOptions): JsonObject {
+  const base = SHAPES[opts.shape ?? 'tiny'];
+  if (!base) throw new WasteError('E_ARG', `unknown shape "${opts.shape}" (expected tiny or kimi-linear)`);
+  const cfg: JsonObject = { ...COMMON, ...structuredClone(base) };
+  if (opts.layers !== undefined) cfg.num_hidden_layers = opts.layers;
+  if (opts.experts !== undefined) {
+    cfg.num_experts = opts.experts;
+    cfg.num_experts_per_token = Math.min(cfg.num_experts_per_token as number, opts.experts);
+  }
+  const extra = structuredClone(opts.config ?? {});
+  const lac = { ...(cfg.linear_attn_config as JsonObject), ...((extra.linear_attn_config as JsonObject) ?? {}) };
+  Object.assign(cfg, extra);
+  const { kda, full } = layerPattern(cfg.num_hidden_layers as number);
+  cfg.linear_attn_config = { kda_layers: kda, full_attn_layers: full, ...lac };
+  return cfg;
+}
+
+/** Write a synthetic container into `dir`; returns its parsed config. */
+export function writeSyntheticContainer(dir: string, opts: SynthOptions = {}): KimiLinearConfig {
+  const rawCfg = synthConfig(opts);
+  const cfg = parseKimiLinearConfig(Fields.root('synthetic config', rawCfg));
+  const rng = new Rng(opts.seed ?? 0);
+  const mixed = (opts.trunkFormats ?? (opts.shape === 'kimi-linear' ? 'converter' : 'mixed')) === 'mixed';
+  prepareDir(dir, opts.force ?? false);
+
+  const layout = recordLayout(cfg.hidden, cfg.moe.inter, QUANT);
+  const moeLayers = cfg.layerKinds.flatMap((k, i) => (k.ffn === 'moe' ? [i] : []));
+  const totalWork = 1 + moeLayers.length * cfg.moe.experts;
+  let done = 0;
+  const tick = (n = 1) => {
+    done += n;
+    opts.onProgress?.(done, totalWork);
+  };
+
+  // --- trunk ---
+  const trunk = new TrunkWriter(path.join(dir, 'trunk.bin'));
+  let matrixCount = 0;
+  const matrix = (name: string, rows: number, cols: number, std: number) => {
+    const fmt = mixed
+      ? [Fmt.Q4G, Fmt.Q8G, Fmt.F16, Fmt.F32][matrixCount++ % 4]
+      : rows * cols < 65536
+        ? Fmt.F32
+        : /(embed_tokens|lm_head)\.weight$/.test(name)
+          ? Fmt.Q8G
+          : Fmt.Q4G;
+    writeMatrix(trunk, rng, name, fmt, [rows, cols], std);
+  };
+  const vector = (name: string, shape: number[], lo: number, hi: number) => {
+    const n = shape.reduce((a, b) => a * b, 1);
+    const v = new Float32Array(n);
+    for (let i = 0; i < n; i++) v[i] = rng.uniform(lo, hi);
+    // mixed trunks store a few vectors as F16 to exercise that decode path
+    if (mixed && (matrixCount++ % 7 === 0)) {
+      const h = new Uint16Array(n);
+      for (let i = 0; i < n; i++) h[i] = encodeF16(v[i]);
+      trunk.add(name, Fmt.F16, shape, new Uint8Array(h.buffer));
+    } else trunk.add(name, Fmt.F32, shape, new Uint8Array(v.buffer));
+  };
+
+  const H = cfg.hidden;
+  const inv = (n: number) => 1 / Math.sqrt(n);
+  matrix('model.embed_tokens.weight', cfg.vocab, H, 1);
+  for (let L = 0; L < cfg.layers; L++) {
+    const p = `model.layers.${L}.`;
+    const a = `${p}self_attn.`;
+    vector(`${p}input_layernorm.weight`, [H], 0.8, 1.2);
+    vector(`${p}post_attention_layernorm.weight`, [H], 0.8, 1.2);
+    if (cfg.layerKinds[L].attn === 'kda') {
+      const { heads: NH, headDim: D, convKernel: K } = cfg.kda;
+      const C = NH * D;
+      for (const x of ['q', 'k', 'v']) matrix(`${a}${x}_proj.weight`, C, H, inv(H));
+      for (const x of ['q', 'k', 'v']) vector(`${a}${x}_conv1d.weight`, [C, 1, K], -0.6, 0.6);
+      matrix(`${a}f_a_proj.weight`, D, H, inv(H));
+      matrix(`${a}f_b_proj.weight`, C, D, inv(D));
+      vector(`${a}dt_bias`, [C], -1, 1);
+      vector(`${a}A_log`, [1, 1, NH, 1], -1.5, 0.5);
+      matrix(`${a}b_proj.weight`, NH, H, inv(H));
+      matrix(`${a}g_a_proj.weight`, D, H, inv(H));
+      matrix(`${a}g_b_proj.weight`, C, D, inv(D));
+      vector(`${a}o_norm.weight`, [D], 0.8, 1.2);
+      matrix(`${a}o_proj.weight`, H, C, inv(C));
+    } else {
+      const m = cfg.mla;
+      matrix(`${a}q_proj.weight`, m.heads * (m.qkNope + m.qkRope), H, inv(H));
+      matrix(`${a}kv_a_proj_with_mqa.weight`, m.kvLoraRank + m.qkRope, H, inv(H));
+      vector(`${a}kv_a_layernorm.weight`, [m.kvLoraRank], 0.8, 1.2);
+      matrix(`${a}kv_b_proj.weight`, m.heads * (m.qkNope + m.vHead), m.kvLoraRank, inv(m.kvLoraRank));
+      matrix(`${a}o_proj.weight`, H, m.heads * m.vHead, inv(m.heads * m.vHead));
+    }
+    if (cfg.layerKinds[L].ffn === 'dense') {
+      const I = cfg.denseInter;
+      matrix(`${p}mlp.gate_proj.weight`, I, H, inv(H));
+      matrix(`${p}mlp.up_proj.weight`, I, H, inv(H));
+      matrix(`${p}mlp.down_proj.weight`, H, I, inv(I));
+    } else {
+      const m = `${p}block_sparse_moe.`;
+      const E = cfg.moe.experts;
+      const S = cfg.moe.inter * cfg.moe.shared;
+      matrix(`${m}gate.weight`, E, H, inv(H));
+      vector(`${m}gate.e_score_correction_bias`, [E], -0.1, 0.1);
+      if (S > 0) {
+        matrix(`${m}shared_experts.gate_proj.weight`, S, H, inv(H));
+        matrix(`${m}shared_experts.up_proj.weight`, S, H, inv(H));
+        matrix(`${m}shared_experts.down_proj.weight`, H, S, inv(S));
+      }
+    }
+  }
+  vector('model.norm.weight', [H], 0.8, 1.2);
+  matrix('lm_head.weight', cfg.vocab, H, inv(H));
+  trunk.close();
+  tick();
+
+  // --- codebooks and expert banks ---
+  const layers: JsonObject = {};
+  if (moeLayers.length) {
+    const per = QUANT.entries * QUANT.vecDim;
+    const count = moeLayers.length * 3 * QUANT.stages;
+    const books = new Uint16Array(count * per);
+    for (let b = 0; b < count; b++) {
+      const stage = b % QUANT.stages;
+      const amp = 1 / 2 ** stage; // later stages refine what earlier ones left
+      for (let i = 0; i < per; i++) books[b * per + i] = encodeF16(rng.uniform(-amp, amp));
+    }
+    writeFileAtomic(path.join(dir, 'codebooks.bin'), encodeCodebooks(books, count, QUANT));
+
+    const rec = new Uint8Array(layout.recordBytes);
+    const idx = layout.shapes.map((s) => new Uint8Array(s.rows * (s.cols / QUANT.vecDim) * QUANT.stages)) as [Uint8Array, Uint8Array, Uint8Array];
+    const scales = layout.shapes.map((s) => new Uint16Array(s.rows)) as [Uint16Array, Uint16Array, Uint16Array];
+    moeLayers.forEach((L, li) => {
+      const base = li * 3 * QUANT.stages;
+      const file = `experts-L${L}.bin`;
+      const fd = openForWrite(path.join(dir, file));
+      try {
+        for (let e = 0; e < cfg.moe.experts; e++) {
+          for (let m = 0; m < 3; m++) {
+            rng.fillBytes(idx[m]);
+            if (QUANT.entries < 256) for (let i = 0; i < idx[m].length; i++) idx[m][i] %= QUANT.entries;
+            const cols = layout.shapes[m].cols;
+            for (let r = 0; r < scales[m].length; r++) scales[m][r] = encodeF16(rng.uniform(0.5, 1.5) * 1.5 * inv(cols));
+          }
+          encodeExpertRecord(L, e, base, layout, QUANT, idx, scales, rec);
+          writeAll(fd, rec, e * layout.recordBytes);
+          tick();
+        }
+        fs.fsyncSync(fd);
+      } finally {
+        fs.closeSync(fd);
+      }
+      layers[String(L)] = { file, experts: cfg.moe.experts, bytes: cfg.moe.experts * layout.recordBytes, codebook_base: base };
+    });
+  }
+
+  const manifest = {
+    format_version: 0,
+    arch: 'kimi_linear',
+    tensor_prefix: '',
+    config: rawCfg,
+    expert_quant: {
+      fmt: QUANT.name,
+      stages: QUANT.stages,
+      vec_dim: QUANT.vecDim,
+      entries: QUANT.entries,
+      index_block: QUANT.indexBlock,
+      index_bits: QUANT.indexBits,
+      bits_per_weight: (QUANT.stages * QUANT.indexBits) / QUANT.vecDim,
+    },
+    layers,
+    trunk: trunk.index,
+  };
+  // The manifest is the commit record: written last, atomically.
+  writeFileAtomic(path.join(dir, 'manifest.json'), JSON.stringify(manifest, null, 1) + '\n');
+  return cfg;
+}
+
+/** A random matrix in its stored form with roughly the given element standard deviation. */
+function writeMatrix(trunk: TrunkWriter, rng: Rng, name: string, fmt: number, shape: number[], std: number): void {
+  const [rows, cols] = shape;
+  const G = 128;
+  const s = storedSizes(fmt, rows, cols, G);
+  const payload = new Uint8Array(s.payload);
+  if (fmt === Fmt.F32 || fmt === Fmt.F16) {
+    const a = std * Math.sqrt(3);
+    const f = new Float32Array(rows * cols);
+    for (let i = 0; i < f.length; i++) f[i] = rng.uniform(-a, a);
+    if (fmt === Fmt.F32) payload.set(new Uint8Array(f.buffer));
+    else {
+      const h = new Uint16Array(payload.buffer);
+      for (let i = 0; i < f.length; i++) h[i] = encodeF16(f[i]);
+    }
+    trunk.add(name, fmt, shape, payload);
+    return;
+  }
+  rng.fillBytes(payload);
+  const padded = s.groups * G;
+  if (padded > cols)
+    for (let r = 0; r < rows; r++)
+      for (let c = cols; c < padded; c++) {
+        // padding holds q = 0, as the converter writes it
+        if (fmt === Fmt.Q8G) payload[r * s.rowBytes + c] = 0;
+        else {
+          const i = r * s.rowBytes + (c >> 1);
+          payload[i] = c & 1 ? (payload[i] & 0x0f) | 0x80 : (payload[i] & 0xf0) | 0x08;
+        }
+      }
+  // uniform q in [-128,127] has std ≈ 73.9; nibbles in [-8,7] ≈ 4.61
+  const unit = fmt === Fmt.Q8G ? 73.9 : 4.61;
+  const scales = new Uint16Array(rows * s.groups);
+  for (let i = 0; i < scales.length; i++) scales[i] = encodeF16((std / unit) * rng.uniform(0.5, 1.5));
+  trunk.add(name, fmt, shape, payload, scales, G);
+}
+
+function prepareDir(dir: string, force: boolean): void {
+  try {
+    if (fs.existsSync(dir)) {
+      if (!fs.statSync(dir).isDirectory()) throw new WasteError('E_ARG', `${dir} exists and is not a directory`);
+      const entries = fs.readdirSync(dir);
+      if (entries.length && !force) throw new WasteError('E_ARG', `${dir} is not empty (use --force to replace it)`);
+      for (const e of entries) fs.rmSync(path.join(dir, e), { recursive: true, force: true });
+    } else fs.mkdirSync(dir, { recursive: true });
+  } catch (e) {
+    throw fromSystemError(dir, e);
+  }
+}
+
+function openForWrite(file: string): number {
+  try {
+    return fs.openSync(file, 'w');
+  } catch (e) {
+    throw fromSystemError(file, e);
+  }
+}
+
+function writeAll(fd: number, data: Uint8Array, pos: number): void {
+  let done = 0;
+  while (done < data.length) done += fs.writeSync(fd, data, done, data.length - done, pos + done);
+}

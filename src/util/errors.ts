@@ -1,0 +1,51 @@
+/**
+ * The one error type the engine throws on purpose. Every fault in untrusted input (a container,
+ * a checkpoint, a prompt, a request) becomes a WasteError whose message names the file, the field
+ * or the record, so the CLI can print it as one line and exit non-zero without a stack trace.
+ */
+export type WasteErrorCode =
+  | 'E_ARG' // the caller asked for something malformed
+  | 'E_FORMAT' // a container or checkpoint is malformed
+  | 'E_UNSUPPORTED' // well-formed, but a feature this build does not implement
+  | 'E_IO' // a file is missing, short, unreadable, or fails its checksum
+  | 'E_STATE'; // the engine was used out of order (e.g. context full)
+
+export class WasteError extends Error {
+  readonly code: WasteErrorCode;
+  constructor(code: WasteErrorCode, message: string) {
+    super(message);
+    this.name = 'WasteError';
+    this.code = code;
+  }
+}
+
+export function formatError(file: string, message: string): WasteError {
+  return new WasteError('E_FORMAT', `${file}: ${message}`);
+}
+
+export function unsupported(message: string): WasteError {
+  return new WasteError('E_UNSUPPORTED', `unsupported: ${message}`);
+}
+
+export function ioError(message: string): WasteError {
+  return new WasteError('E_IO', message);
+}
+
+/** Wrap a Node system error (ENOENT, EACCES, …) in a one-line WasteError naming the path. */
+export function fromSystemError(path: string, err: unknown): WasteError {
+  if (err instanceof WasteError) return err;
+  const e = err as NodeJS.ErrnoException;
+  const what =
+    e && e.code === 'ENOENT'
+      ? 'no such file'
+      : e && e.code === 'EACCES'
+        ? 'permission denied'
+        : e && e.code === 'EISDIR'
+          ? 'is a directory, expected a file'
+          : e && e.code === 'ENOTDIR'
+            ? 'not a directory'
+            : e && e.message
+              ? e.message
+              : String(err);
+  return new WasteError('E_IO', `${path}: ${what}`);
+}

@@ -1,0 +1,100 @@
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { describe, it } from 'node:test';
+import { Model } from '../src/engine.js';
+import { BIN, copyContainer, readF32, sameBits, synth, tmpDir } from './helpers.js';
+
+function waste(...args: string[]) {
+  const r = spawnSync(process.execPath, [BIN, ...args], { encoding: 'utf8' });
+  return { code: r.status, out: r.stdout, err: r.stderr };
+}
+
+/** A failure is one line on stderr starting "waste:", never a stack trace. */
+function assertCleanFailure(r: { code: number | null; err: string }, code: number, re: RegExp) {
+  assert.equal(r.code, code, r.err);
+  assert.match(r.err, re);
+  assert.doesNotMatch(r.err, /^\s+at /m, 'no stack trace');
+}
+
+describe('CLI', () => {
+  const model = synth({ shape: 'tiny', seed: 41 }, 'cli');
+
+  it('--help lists the commands', () => {
+    const r = waste('--help');
+    assert.equal(r.code, 0);
+    for (const c of ['info', 'logits', 'verify', 'synth']) assert.match(r.out, new RegExp(`\\b${c}\\b`));
+  });
+
+  it('info prints the architecture, and --json the same as data', () => {
+    const text = waste('info', model);
+    assert.equal(text.code, 0, text.err);
+    assert.match(text.out, /4: 3 KDA \+ 1 MLA/);
+    assert.match(text.out, /VQ3R/);
+    const j = JSON.parse(waste('info', model, '--json').out);
+    assert.equal(j.layers, 4);
+    assert.equal(j.pattern, 'KKKM');
+    assert.equal(j.moe.experts, 8);
+    assert.equal(j.formats.experts.fmt, 'VQ3R');
+    assert.ok(j.bytes.expertRecord % 4096 === 0);
+  });
+
+  it('logits writes vocab_size float32 values, or one row per id with --all, matching the API', async () => {
+    const out = path.join(tmpDir('out'), 'l.bin');
+    const ids = [5, 6, 7, 250];
+    assert.equal(waste('logits', model, '--ids', ids.join(','), '--out', out).code, 0);
+    const last = readF32(out);
+    assert.equal(last.length, 300);
+    assert.equal(waste('logits', model, '--ids', ids.join(' '), '--out', out, '--all').code, 0);
+    const all = readF32(out);
+    assert.equal(all.length, 4 * 300);
+    assert.equal(waste('logits', model, '--ids', ids.join(','), '--out', out, '--all', '--sequential', '--verify').code, 0);
+    assert.ok(sameBits(readF32(out), all), 'one at a time gives the same bits as one prefill');
+    const m = Model.open(model);
+    try {
+      assert.ok(sameBits(await m.newSession().forward(ids), last));
+    } finally {
+      m.close();
+    }
+  });
+
+  it('verify passes a good container and names the first bad record of a damaged one', () => {
+    const ok = waste('verify', model, '-q');
+    assert.equal(ok.code, 0, ok.err);
+    assert.match(ok.out, /ok: 24 expert records in 3 banks/);
+    const d = copyContainer(model);
+    const f = path.join(d, 'experts-L2.bin');
+    const b = fs.readFileSync(f);
+    b[5 * (b.length / 8) + 700] ^= 1;
+    fs.writeFileSync(f, b);
+    const bad = waste('verify', d, '-q');
+    assert.equal(bad.code, 1);
+    assert.match(bad.out, /FAILED: experts-L2\.bin: layer 2 expert 5: checksum mismatch/);
+  });
+
+  it('a damaged container gives one clear line and exit 1', () => {
+    const d = copyContainer(model);
+    const f = path.join(d, 'experts-L1.bin');
+    fs.truncateSync(f, 4096);
+    assertCleanFailure(waste('logits', d, '--ids', '1', '--out', path.join(d, 'x')), 1, /^waste: experts-L1\.bin: 4096 bytes, but the manifest says/);
+    assertCleanFailure(waste('info', '/no/such/dir'), 1, /^waste: \/no\/such\/dir: no such file/);
+  });
+
+  it('usage errors exit 2', () => {
+    assert.equal(waste('logits', model, '--ids', 'abc', '--out', '/tmp/x').code, 2);
+    assert.equal(waste('logits', model, '--out', '/tmp/x').code, 2);
+    assert.equal(waste('frobnicate').code, 2);
+    assertCleanFailure(waste('logits', model, '--ids', '1,300', '--out', '/tmp/x'), 2, /token id 300 is outside the vocabulary/);
+  });
+
+  it('synth writes a container that opens, and refuses to overwrite without --force', () => {
+    const d = path.join(tmpDir('synth'), 'm');
+    const r = waste('synth', d, '--layers', '2', '--experts', '4', '--seed', '9', '-q');
+    assert.equal(r.code, 0, r.err);
+    assert.match(r.out, /2 layers/);
+    assert.equal(waste('verify', d, '-q').code, 0);
+    assertCleanFailure(waste('synth', d, '-q'), 2, /is not empty \(use --force/);
+    assert.equal(waste('synth', d, '-q', '--force').code, 0);
+  });
+});

@@ -1,0 +1,122 @@
+import assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { describe, it } from 'node:test';
+import { Model } from '../src/engine.js';
+import { WasteError } from '../src/util/errors.js';
+import { GOLDEN_CASES } from './fixtures.js';
+import { ROOT, containerDigest, readF32, relErr, sameBits, synth } from './helpers.js';
+
+describe('forward pass against the Python reference (golden files)', () => {
+  for (const c of GOLDEN_CASES) {
+    it(`${c.name}: every position within 1e-4 of the float64 reference`, async () => {
+      const dir = synth(c.synth, c.name);
+      const meta = JSON.parse(fs.readFileSync(path.join(ROOT, 'test', 'golden', `${c.name}.json`), 'utf8'));
+      assert.equal(containerDigest(dir), meta.containerSha256, 'the synthetic generator changed; regenerate the goldens (tools/make-goldens.ts)');
+      const ref = readF32(path.join(ROOT, 'test', 'golden', `${c.name}.bin`));
+      const m = Model.open(dir);
+      try {
+        const logits = await m.newSession().forward(c.ids, { allLogits: true });
+        const err = relErr(logits, ref);
+        assert.ok(err <= 1e-4, `max |Δ| / max |ref| = ${err}`);
+      } finally {
+        m.close();
+      }
+    });
+  }
+});
+
+describe('prefill and decode are the same computation', () => {
+  const dir = synth({ shape: 'tiny', seed: 11 }, 'invariance');
+  const ids = [3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 9, 3, 2, 3, 8, 4, 6, 2, 6, 4, 3, 3, 8, 3, 2, 7, 9];
+
+  async function run(chunk: number, feed: number[][]): Promise<Float32Array[]> {
+    const m = Model.open(dir, { chunk });
+    try {
+      const s = m.newSession();
+      const out: Float32Array[] = [];
+      for (const part of feed) out.push(await s.forward(part));
+      return out;
+    } finally {
+      m.close();
+    }
+  }
+
+  it('prefill of T tokens then one step equals T+1 single steps, bit for bit', async () => {
+    for (const T of [1, 2, 5, 16, 17, 30]) {
+      const [, stepped] = await run(16, [ids.slice(0, T), [ids[T]]]);
+      const singles = await run(16, ids.slice(0, T + 1).map((id) => [id]));
+      assert.ok(sameBits(stepped, singles[T]), `T=${T}`);
+    }
+  });
+
+  it('the chunk size does not change a single bit of any position', async () => {
+    const all = async (chunk: number) => {
+      const m = Model.open(dir, { chunk });
+      try {
+        return await m.newSession().forward(ids, { allLogits: true });
+      } finally {
+        m.close();
+      }
+    };
+    const ref = await all(16);
+    for (const chunk of [1, 3, 7, 64]) assert.ok(sameBits(await all(chunk), ref), `chunk ${chunk}`);
+  });
+
+  it('the last row of all-position logits is the last-token logits', async () => {
+    const m = Model.open(dir);
+    try {
+      const all = await m.newSession().forward(ids, { allLogits: true });
+      const last = await m.newSession().forward(ids);
+      const V = m.config.vocab;
+      assert.ok(sameBits(all.subarray((ids.length - 1) * V), last));
+    } finally {
+      m.close();
+    }
+  });
+
+  it('a reset session starts over exactly', async () => {
+    const m = Model.open(dir);
+    try {
+      const s = m.newSession();
+      const first = await s.forward(ids.slice(0, 9));
+      await s.forward([1, 2, 3]);
+      s.reset();
+      assert.equal(s.position, 0);
+      assert.ok(sameBits(await s.forward(ids.slice(0, 9)), first));
+    } finally {
+      m.close();
+    }
+  });
+});
+
+describe('forward input checks', () => {
+  const dir = synth({ shape: 'tiny', seed: 12 }, 'checks');
+
+  it('refuses token ids outside the vocabulary', async () => {
+    const m = Model.open(dir);
+    try {
+      const s = m.newSession();
+      for (const bad of [-1, 300, 1.5, NaN]) {
+        await assert.rejects(s.forward([1, bad]), (e: unknown) => e instanceof WasteError && e.code === 'E_ARG' && /outside the vocabulary/.test(e.message));
+      }
+      assert.equal(s.position, 0, 'a refused call consumes nothing');
+    } finally {
+      m.close();
+    }
+  });
+
+  it('refuses to run past the context length and keeps the state usable', async () => {
+    const m = Model.open(dir);
+    try {
+      const s = m.newSession({ maxContext: 4 });
+      await s.forward([1, 2, 3]);
+      await assert.rejects(s.forward([4, 5]), (e: unknown) => e instanceof WasteError && e.code === 'E_STATE' && /context is full/.test(e.message));
+      assert.equal(s.position, 3);
+      const ok = await s.forward([4]);
+      assert.equal(ok.length, m.config.vocab);
+    } finally {
+      m.close();
+    }
+  });
+});

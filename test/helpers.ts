@@ -1,0 +1,70 @@
+import * as crypto from 'node:crypto';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { writeSyntheticContainer, type SynthOptions } from '../src/synth/synth.js';
+
+/** The repository root (tests run from dist/test/). */
+export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
+export const BIN = path.join(ROOT, 'bin', 'waste.js');
+
+const base = fs.mkdtempSync(path.join(os.tmpdir(), 'waste-test-'));
+process.on('exit', () => fs.rmSync(base, { recursive: true, force: true }));
+
+let counter = 0;
+/** A fresh empty directory, removed when the test process exits. */
+export function tmpDir(label = 'd'): string {
+  const d = path.join(base, `${label}-${counter++}`);
+  fs.mkdirSync(d);
+  return d;
+}
+
+/** A synthetic container in a fresh directory. */
+export function synth(opts: SynthOptions = {}, label = 'model'): string {
+  const dir = tmpDir(label);
+  writeSyntheticContainer(dir, opts);
+  return dir;
+}
+
+/** Copy a container so a test can damage it. */
+export function copyContainer(src: string): string {
+  const dst = tmpDir('copy');
+  for (const f of fs.readdirSync(src)) fs.copyFileSync(path.join(src, f), path.join(dst, f));
+  return dst;
+}
+
+/** sha256 over every file of a container, in name order. */
+export function containerDigest(dir: string): string {
+  const h = crypto.createHash('sha256');
+  for (const f of fs.readdirSync(dir).sort()) {
+    h.update(f);
+    h.update(fs.readFileSync(path.join(dir, f)));
+  }
+  return h.digest('hex');
+}
+
+export function readF32(file: string): Float32Array {
+  const b = fs.readFileSync(file);
+  return new Float32Array(b.buffer.slice(b.byteOffset, b.byteOffset + b.length));
+}
+
+/** max |a − b| / max |b|, the agreement measure used against every reference. */
+export function relErr(a: Float32Array, ref: Float32Array): number {
+  if (a.length !== ref.length) throw new Error(`length ${a.length} vs ${ref.length}`);
+  let d = 0;
+  let m = 0;
+  for (let i = 0; i < ref.length; i++) {
+    d = Math.max(d, Math.abs(a[i] - ref[i]));
+    m = Math.max(m, Math.abs(ref[i]));
+  }
+  return d / m;
+}
+
+export function sameBits(a: Float32Array, b: Float32Array): boolean {
+  if (a.length !== b.length) return false;
+  const x = new Uint32Array(a.buffer, a.byteOffset, a.length);
+  const y = new Uint32Array(b.buffer, b.byteOffset, b.length);
+  for (let i = 0; i < x.length; i++) if (x[i] !== y[i]) return false;
+  return true;
+}
