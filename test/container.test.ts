@@ -180,6 +180,26 @@ describe('container reader', () => {
       fs.writeFileSync(f, bank);
       await assertFails(d, 'E_IO', /experts-L2\.bin: layer 2 expert \d+: record puts up at byte 999; the expert shapes put it at \d+/);
     });
+    it('a NaN group scale in the trunk', async () => {
+      const d = copyContainer(good);
+      const m = JSON.parse(fs.readFileSync(path.join(d, 'manifest.json'), 'utf8'));
+      const t = m.trunk.find((x: Json) => x.scale_off !== undefined && !x.name.includes('embed'));
+      const f = path.join(d, 'trunk.bin');
+      const b = fs.readFileSync(f);
+      b.writeUInt16LE(0x7e00, t.scale_off + 2);
+      fs.writeFileSync(f, b);
+      await assertFails(d, 'E_FORMAT', new RegExp(`tensor ${t.name.replace(/\./g, '\\.')} holds a non-finite group scale at index 1`));
+    });
+    it('an infinite row scale in an expert record, without --verify', async () => {
+      const d = copyContainer(good);
+      const f = path.join(d, 'experts-L1.bin');
+      const bank = fs.readFileSync(f);
+      const rec = bank.length / 8;
+      const scaleOff = bank.readUInt32LE(32);
+      for (let e = 0; e < 8; e++) bank.writeUInt16LE(0x7c00, e * rec + scaleOff + 10);
+      fs.writeFileSync(f, bank);
+      await assertFails(d, 'E_IO', /experts-L1\.bin: layer 1 expert \d+: row scale 5 is not a finite number/);
+    });
     it('codebooks.bin with a bad magic number', async () => {
       const d = copyContainer(good);
       const f = path.join(d, 'codebooks.bin');

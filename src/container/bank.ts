@@ -118,5 +118,15 @@ export class ExpertBank {
       const actual = crc32(rec.subarray(EXPERT_HEADER_BYTES, L.payloadEnd));
       if (stored !== actual) throw this.fault(expert, 'checksum mismatch (the record is damaged)');
     }
+    // Cheap next to the arithmetic, and what keeps a damaged record from answering silently
+    // wrong without --verify: a non-finite row scale, or an index past a short codebook.
+    for (let o = L.scaleOff; o < L.payloadEnd; o += 2)
+      if ((dv.getUint16(o, true) & 0x7c00) === 0x7c00)
+        throw this.fault(expert, `row scale ${(o - L.scaleOff) / 2} is not a finite number`);
+    if (this.quant.entries < 256) {
+      const limit = this.quant.entries;
+      for (let i = L.gateOff; i < L.scaleOff; i++)
+        if (rec[i] >= limit) throw this.fault(expert, `index ${rec[i]} at byte ${i} is past the ${limit}-entry codebook`);
+    }
   }
 }

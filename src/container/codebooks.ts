@@ -40,7 +40,11 @@ export function parseCodebooks(bytes: Uint8Array, q: ExpertQuant): Codebooks {
         'E_FORMAT',
         `${where} has ${entries} entries of ${vecDim} dims; the manifest says ${q.entries} of ${q.vecDim}`,
       );
-    for (let i = 0; i < per; i++) values[b * per + i] = f16(dv.getUint16(base + CODEBOOK_HEADER_BYTES + 2 * i, true));
+    for (let i = 0; i < per; i++) {
+      const h = dv.getUint16(base + CODEBOOK_HEADER_BYTES + 2 * i, true);
+      if ((h & 0x7c00) === 0x7c00) throw new WasteError('E_FORMAT', `${where} holds a non-finite value at entry ${Math.floor(i / q.vecDim)}`);
+      values[b * per + i] = f16(h);
+    }
   }
   return { count, entries: q.entries, vecDim: q.vecDim, values };
 }

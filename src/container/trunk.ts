@@ -133,6 +133,7 @@ export class TrunkFile {
           scaleOff,
         };
         makeViews(t);
+        checkFinite(t);
         out.set(e.name, t);
       }
     }
@@ -148,14 +149,16 @@ export class TrunkFile {
     const payload = this.rowBuf.subarray(0, s.payload);
     this.readInto(payload, e.off + row * s.rowBytes, `row ${row} of ${e.name}`);
     const dv = new DataView(this.rowBuf.buffer, this.rowBuf.byteOffset, need);
-    switch (e.fmt) {
-      case Fmt.F32:
-        for (let i = 0; i < cols; i++) dst[i] = dv.getFloat32(4 * i, true);
-        return;
-      case Fmt.F16:
-        for (let i = 0; i < cols; i++) dst[i] = f16(dv.getUint16(2 * i, true));
-        return;
-    }
+    if (e.fmt === Fmt.F32) for (let i = 0; i < cols; i++) dst[i] = dv.getFloat32(4 * i, true);
+    else if (e.fmt === Fmt.F16) for (let i = 0; i < cols; i++) dst[i] = f16(dv.getUint16(2 * i, true));
+    else this.dequantRow(e, row, s, payload, dv, dst);
+    for (let i = 0; i < cols; i++)
+      if (!Number.isFinite(dst[i])) throw new WasteError('E_FORMAT', `${TRUNK}: row ${row} of ${e.name} holds a non-finite value`);
+  }
+
+  private dequantRow(e: TrunkEntry, row: number, s: ReturnType<typeof storedSizes>, payload: Uint8Array, dv: DataView, dst: Float32Array): void {
+    const cols = dst.length;
+    const need = s.payload + s.scaleBytes;
     const scales = this.rowBuf.subarray(s.payload, need);
     this.readInto(scales, e.scaleOff + row * s.scaleBytes, `row ${row} scales of ${e.name}`);
     for (let g = 0; g < s.groups; g++) {
@@ -168,5 +171,17 @@ export class TrunkFile {
         dst[i] = q * sc;
       }
     }
+  }
+}
+
+/** A NaN or infinity in a weight would only show up as a silently wrong answer; refuse it at load. */
+function checkFinite(t: Tensor): void {
+  const bad = (what: string, i: number) =>
+    new WasteError('E_FORMAT', `${TRUNK}: tensor ${t.name} holds a non-finite ${what} at index ${i}`);
+  if (t.f32) {
+    for (let i = 0; i < t.f32.length; i++) if (!Number.isFinite(t.f32[i])) throw bad('value', i);
+  } else {
+    const h = t.f16 ?? t.scales!;
+    for (let i = 0; i < h.length; i++) if ((h[i] & 0x7c00) === 0x7c00) throw bad(t.f16 ? 'value' : 'group scale', i);
   }
 }
