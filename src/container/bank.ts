@@ -1,7 +1,7 @@
 import * as fs from 'node:fs';
 import { crc32 } from '../util/crc32.js';
 import { WasteError, fromSystemError, unsupported } from '../util/errors.js';
-import { ALIGN, type ExpertQuant, EXPERT_HEADER_BYTES, MAGIC_EXPERT, type RecordLayout, fmtName, recordFmt } from './format.js';
+import { ALIGN, type ExpertQuant, EXPERT_HEADER_BYTES, Fmt, MAGIC_EXPERT, type RecordLayout, fmtName } from './format.js';
 import type { BankEntry } from './manifest.js';
 
 /**
@@ -95,9 +95,11 @@ export class ExpertBank {
     const id = dv.getUint16(6, true);
     if (layer !== (this.layer & 0xffff) || id !== (expert & 0xffff))
       throw this.fault(expert, `record header names layer ${layer} expert ${id}`);
+    // The C converter writes VQ3R in the fmt byte whatever the stage count; the geometry comes
+    // from the manifest, so any byte-indexed VQ format byte is accepted for byte indices.
     const fmt = dv.getUint8(8);
-    const want = recordFmt(this.quant);
-    if (fmt !== want) throw this.fault(expert, `record format is ${fmtName(fmt)}, the manifest says ${fmtName(want)}`);
+    if (fmt !== Fmt.VQ3R && fmt !== Fmt.VQ2R)
+      throw this.fault(expert, `record format is ${fmtName(fmt)}, the manifest says ${this.quant.name}`);
     const flags = dv.getUint8(9);
     if (flags & 1) throw unsupported(`${this.file}: layer ${this.layer} expert ${expert} stores bf16 row scales`);
     const cb = dv.getUint16(10, true);
