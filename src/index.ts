@@ -11,4 +11,5 @@ export { WasteError, type WasteErrorCode } from './util/errors.js';
 export type { KimiLinearConfig, LayerKind } from './model/kimi-linear/config.js';
 export type { Kernels } from './kernels/types.js';
 export { tsKernels } from './kernels/ts/index.js';
+export { WasmKernels } from './kernels/wasm/index.js';
 export { writeSyntheticContainer, type SynthOptions, SHAPES } from './synth/synth.js';

@@ -51,11 +51,11 @@ describe('CLI', () => {
     assert.equal(all.length, 4 * 300);
     assert.equal(waste('logits', model, '--ids', ids.join(','), '--out', out, '--all', '--sequential', '--verify').code, 0);
     assert.ok(sameBits(readF32(out), all), 'one at a time gives the same bits as one prefill');
-    const m = Model.open(model);
+    const m = await Model.open(model);
     try {
       assert.ok(sameBits(await m.newSession().forward(ids), last));
     } finally {
-      m.close();
+      await m.close();
     }
   });
 

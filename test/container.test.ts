@@ -21,11 +21,11 @@ function editManifest(dir: string, edit: (m: Json) => void): void {
 async function assertFails(dir: string, code: WasteErrorCode, re: RegExp, verify = false): Promise<void> {
   let err: unknown;
   try {
-    const m = Model.open(dir, { verify });
+    const m = await Model.open(dir, { verify });
     try {
       await m.newSession().forward([1, 2, 3, 4]);
     } finally {
-      m.close();
+      await m.close();
     }
   } catch (e) {
     err = e;
@@ -139,7 +139,7 @@ describe('container reader', () => {
       bank.copy(bank, 3 * rec, 5 * rec, 6 * rec);
       r3.copy(bank, 5 * rec);
       fs.writeFileSync(f, bank);
-      const m = Model.open(d);
+      const m = await Model.open(d);
       try {
         // run until a token routes to one of the two swapped experts
         const s = m.newSession();
@@ -150,7 +150,7 @@ describe('container reader', () => {
           (e: unknown) => e instanceof WasteError && /experts-L1\.bin: layer 1 expert (3|5): record header names layer 1 expert (5|3)/.test(e.message),
         );
       } finally {
-        m.close();
+        await m.close();
       }
     });
     it('a flipped payload byte is caught by the checksum, naming the record', async () => {

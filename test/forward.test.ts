@@ -14,13 +14,13 @@ describe('forward pass against the Python reference (golden files)', () => {
       const meta = JSON.parse(fs.readFileSync(path.join(ROOT, 'test', 'golden', `${c.name}.json`), 'utf8'));
       assert.equal(containerDigest(dir), meta.containerSha256, 'the synthetic generator changed; regenerate the goldens (tools/make-goldens.ts)');
       const ref = readF32(path.join(ROOT, 'test', 'golden', `${c.name}.bin`));
-      const m = Model.open(dir);
+      const m = await Model.open(dir);
       try {
         const logits = await m.newSession().forward(c.ids, { allLogits: true });
         const err = relErr(logits, ref);
         assert.ok(err <= 1e-4, `max |Δ| / max |ref| = ${err}`);
       } finally {
-        m.close();
+        await m.close();
       }
     });
   }
@@ -31,14 +31,14 @@ describe('prefill and decode are the same computation', () => {
   const ids = [3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 9, 3, 2, 3, 8, 4, 6, 2, 6, 4, 3, 3, 8, 3, 2, 7, 9];
 
   async function run(chunk: number, feed: number[][]): Promise<Float32Array[]> {
-    const m = Model.open(dir, { chunk });
+    const m = await Model.open(dir, { chunk });
     try {
       const s = m.newSession();
       const out: Float32Array[] = [];
       for (const part of feed) out.push(await s.forward(part));
       return out;
     } finally {
-      m.close();
+      await m.close();
     }
   }
 
@@ -52,11 +52,11 @@ describe('prefill and decode are the same computation', () => {
 
   it('the chunk size does not change a single bit of any position', async () => {
     const all = async (chunk: number) => {
-      const m = Model.open(dir, { chunk });
+      const m = await Model.open(dir, { chunk });
       try {
         return await m.newSession().forward(ids, { allLogits: true });
       } finally {
-        m.close();
+        await m.close();
       }
     };
     const ref = await all(16);
@@ -64,19 +64,19 @@ describe('prefill and decode are the same computation', () => {
   });
 
   it('the last row of all-position logits is the last-token logits', async () => {
-    const m = Model.open(dir);
+    const m = await Model.open(dir);
     try {
       const all = await m.newSession().forward(ids, { allLogits: true });
       const last = await m.newSession().forward(ids);
       const V = m.config.vocab;
       assert.ok(sameBits(all.subarray((ids.length - 1) * V), last));
     } finally {
-      m.close();
+      await m.close();
     }
   });
 
   it('a reset session starts over exactly', async () => {
-    const m = Model.open(dir);
+    const m = await Model.open(dir);
     try {
       const s = m.newSession();
       const first = await s.forward(ids.slice(0, 9));
@@ -85,7 +85,7 @@ describe('prefill and decode are the same computation', () => {
       assert.equal(s.position, 0);
       assert.ok(sameBits(await s.forward(ids.slice(0, 9)), first));
     } finally {
-      m.close();
+      await m.close();
     }
   });
 });
@@ -94,7 +94,7 @@ describe('forward input checks', () => {
   const dir = synth({ shape: 'tiny', seed: 12 }, 'checks');
 
   it('refuses token ids outside the vocabulary', async () => {
-    const m = Model.open(dir);
+    const m = await Model.open(dir);
     try {
       const s = m.newSession();
       for (const bad of [-1, 300, 1.5, NaN]) {
@@ -102,12 +102,12 @@ describe('forward input checks', () => {
       }
       assert.equal(s.position, 0, 'a refused call consumes nothing');
     } finally {
-      m.close();
+      await m.close();
     }
   });
 
   it('refuses to run past the context length and keeps the state usable', async () => {
-    const m = Model.open(dir);
+    const m = await Model.open(dir);
     try {
       const s = m.newSession({ maxContext: 4 });
       await s.forward([1, 2, 3]);
@@ -116,7 +116,7 @@ describe('forward input checks', () => {
       const ok = await s.forward([4]);
       assert.equal(ok.length, m.config.vocab);
     } finally {
-      m.close();
+      await m.close();
     }
   });
 });

@@ -20,11 +20,11 @@ const ODD_VALUES: unknown[] = [0, -1, 1, 2, 3, 7, 8, 64, 128, 255, 256, 4096, 65
 
 async function attempt(dir: string): Promise<'ok' | 'refused'> {
   try {
-    const m = Model.open(dir, { verify: true });
+    const m = await Model.open(dir, { verify: true });
     try {
       await m.newSession({ maxContext: 8 }).forward([1, 2, 3]);
     } finally {
-      m.close();
+      await m.close();
     }
     return 'ok';
   } catch (e) {

@@ -1,50 +1,71 @@
 import type { Tensor } from '../container/tensor.js';
 
 /**
- * Every numeric operation the model code performs, behind one interface so implementations can be
- * swapped (plain TypeScript reference here; WebAssembly SIMD later). Contract for all of them:
- * each output element is computed by arithmetic that depends only on its own inputs, in a fixed
- * order — never on how many rows, tokens or threads share the call — so a batched call is
- * bit-identical to the same rows computed one at a time.
+ * Every numeric operation of the forward pass, behind one interface so implementations can be
+ * swapped: the plain TypeScript reference, and the WebAssembly SIMD kernels with a worker pool.
+ *
+ * Contract for all of them: each output element is computed by arithmetic that depends only on
+ * its own inputs, in a fixed order — never on how many rows, tokens or threads share the call — so
+ * a batched call is bit-identical to the same rows one at a time, whatever the thread count.
+ * Buffers are Float32Array views; the WebAssembly implementation requires all buffers of one call
+ * to live in the same arena as its weights.
  */
 export interface Kernels {
   readonly name: string;
 
-  /** y[i] = W[row0 + i] · x, for i < n (default: all rows). */
-  matvec(w: Tensor, x: Float32Array, y: Float32Array, row0?: number, n?: number): void;
-
-  /** Y[t·rows + i] = W[i] · X[t·cols …], for t < T: T matvecs sharing one pass over W. */
+  /** Y[t·rows + i] = W[i] · X[t·cols …], for t < T (T = 1: a matrix-vector product). */
   matmul(w: Tensor, X: Float32Array, Y: Float32Array, T: number): void;
 
-  /** y[j] = Σ_i c[i] · W[row0 + i][j], for j < cols (a transposed product over a row range). */
+  /** y[j] = Σ_{i<n} c[i] · W[row0 + i][j], for j < cols (a product with transposed rows). */
   matvecT(w: Tensor, c: Float32Array, y: Float32Array, row0: number, n: number): void;
 
-  /** out = w ⊙ x / sqrt(mean(x²) + eps) over n values starting at xOff / outOff. */
+  /** out[outOff…] = w ⊙ x / sqrt(mean(x²) + eps) over n values from x[xOff…]. */
   rmsnorm(x: Float32Array, w: Float32Array, eps: number, out: Float32Array, n: number, xOff?: number, outOff?: number): void;
+
+  /** a ← silu(a) ⊙ b over n values. */
+  siluMul(a: Float32Array, b: Float32Array, n: number): void;
+
+  /** x ← x + y over n values. */
+  add(x: Float32Array, y: Float32Array, n: number): void;
 
   /**
    * Residual-VQ lookup table for one input vector x[n]:
-   * lut[(v·stages + s)·entries + e] = x[v·vecDim … +vecDim] · book[base + s][e].
+   * lut[(v·stages + s)·entries + e] = Σ_d x[v·vecDim + d] · booksT[s][d][e]
+   * (`booksT` holds the matrix kind's stage books transposed: [stage][dim][entry]).
    */
-  vqLut(books: Float32Array, base: number, stages: number, entries: number, vecDim: number, x: Float32Array, n: number, lut: Float32Array): void;
+  vqLut(booksT: Float32Array, stages: number, entries: number, vecDim: number, x: Float32Array, n: number, lut: Float32Array): void;
 
   /**
-   * y[r] = scale[r] · Σ_v Σ_s lut[(v·stages + s)·entries + idx(r, v, s)], for r < rows, reading the
-   * blocked indices at `rec[idxOff…]` and the f16 row scales at `rec[scaleOff…]`.
+   * y[r] = scale[r] · Σ_v Σ_s lut[(v·stages + s)·entries + idx(r, v, s)] for r < rows, reading the
+   * blocked indices at rec[idxOff…] and the f16 row scales at rec[scaleOff…].
    */
   vqApply(rec: Uint8Array, idxOff: number, scaleOff: number, rows: number, cols: number, g: VqGeometry, lut: Float32Array, y: Float32Array): void;
 
+  /** One token of KDA preparation, in place: see KdaPrep. */
+  kdaPrep(p: KdaPrep): void;
+
   /**
    * One gated delta-rule step for H heads of dimension D, in place on S [H][D][D] (key × value):
-   * S ← diag(exp(g))·S; u = β(v − Sᵀk); S ← S + k⊗u; o = Sᵀq. q and k are already L2-normalised.
+   * S ← diag(exp(g))·S; u = β(v − Sᵀk); S ← S + k⊗u; o = Sᵀq.
    */
   kdaStep(H: number, D: number, q: Float32Array, k: Float32Array, v: Float32Array, g: Float32Array, beta: Float32Array, S: Float32Array, o: Float32Array): void;
 
+  /** Per head: o ← RMSNorm(o) · w · sigmoid(gate). */
+  kdaOut(o: Float32Array, gate: Float32Array, w: Float32Array, H: number, D: number, eps: number): void;
+
   /**
-   * Softmax attention of one query over `n` cached latents of width `stride`:
-   * score[s] = (qLat · c_s[0..kvl) + qPe · c_s[kvl..kvl+rope)) · scale; ctx = Σ softmax(score)_s c_s[0..kvl).
+   * MLA for one query over `n` cached latents, every head, with kv_b absorbed: see MlaHeads.
    */
-  attendLatent(qLat: Float32Array, qPe: Float32Array, qPeOff: number, cache: Float32Array, n: number, stride: number, kvl: number, rope: number, scale: number, scores: Float32Array, ctx: Float32Array): void;
+  mlaHeads(p: MlaHeads): void;
+
+  /**
+   * Router for one token: logits → sigmoid scores (in place); top k of score + bias (ties to the
+   * lower id) into ids; their unbiased scores, renormalised if asked, times scale, into w.
+   */
+  moeRoute(logits: Float32Array, bias: Float32Array, E: number, K: number, ids: Int32Array, w: Float32Array, renorm: boolean, scale: number): void;
+
+  /** out[i] = Σ_j w[j]·eo[j·H + i] (j in order) + shared[i]. */
+  moeCombine(out: Float32Array, eo: Float32Array, w: Float32Array, K: number, H: number, shared?: Float32Array): void;
 }
 
 export interface VqGeometry {
@@ -52,4 +73,52 @@ export interface VqGeometry {
   entries: number;
   vecDim: number;
   indexBlock: number;
+}
+
+/**
+ * KDA preparation for one token, in place on q, k, v [C = H·D], g [C] and beta [H]:
+ * causal depthwise conv over the history ring (K−1 past raw inputs per channel, oldest first; the
+ * ring advances) then SiLU, for q, k and v; per-head L2 norm of q and k (eps inside the root), q
+ * times D^-1/2; g ← −exp(A_log[h]) · softplus(g + dt_bias); beta ← sigmoid(beta).
+ */
+export interface KdaPrep {
+  q: Float32Array;
+  k: Float32Array;
+  v: Float32Array;
+  taps: [Float32Array, Float32Array, Float32Array];
+  /** [3][C][K−1] */
+  ring: Float32Array;
+  C: number;
+  K: number;
+  g: Float32Array;
+  dtBias: Float32Array;
+  aLog: Float32Array;
+  beta: Float32Array;
+  H: number;
+  D: number;
+  l2eps: number;
+}
+
+/**
+ * For every head h, with kv_b = kvB (rows head-major: nope rows of W_UK, then vh rows of W_UV):
+ * qLat[h] = W_UK[h]ᵀ q[h][0..nope); score_s = (qLat[h]·c_s + q[h][nope..]·k_pe_s) · scale;
+ * ctx[h] = Σ_s softmax(score)_s c_s; o[h] = W_UV[h] · ctx[h].
+ * The cache holds n latents of width latd = kvl + rope (normalised c, then k_pe).
+ */
+export interface MlaHeads {
+  kvB: Tensor;
+  q: Float32Array;
+  heads: number;
+  nope: number;
+  rope: number;
+  vh: number;
+  kvl: number;
+  cache: Float32Array;
+  n: number;
+  scale: number;
+  /** Scratch: [heads][kvl], [heads][n], [heads][kvl]. */
+  qLat: Float32Array;
+  scores: Float32Array;
+  ctx: Float32Array;
+  o: Float32Array;
 }

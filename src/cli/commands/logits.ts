@@ -17,7 +17,7 @@ export function registerLogits(program: Command): void {
     .addOption(new Option('--sequential', 'feed the ids one at a time instead of as one prefill').default(false))
     .action(async (model: string, o: { ids: number[]; out: string; all: boolean; verify: boolean; ctx: number; sequential: boolean }) => {
       if (o.ids.length > o.ctx) throw new WasteError('E_ARG', `${o.ids.length} ids do not fit a context of ${o.ctx}`);
-      const m = Model.open(model, { verify: o.verify });
+      const m = await Model.open(model, { verify: o.verify });
       try {
         const session = m.newSession({ maxContext: o.ctx });
         let logits: Float32Array;
@@ -32,7 +32,7 @@ export function registerLogits(program: Command): void {
           throw fromSystemError(o.out, e);
         }
       } finally {
-        m.close();
+        await m.close();
       }
     });
 }

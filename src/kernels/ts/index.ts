@@ -1,7 +1,7 @@
 import type { Tensor } from '../../container/tensor.js';
 import { Fmt } from '../../container/format.js';
 import { f16 } from '../../util/f16.js';
-import type { Kernels, VqGeometry } from '../types.js';
+import type { KdaPrep, Kernels, MlaHeads, VqGeometry } from '../types.js';
 
 /**
  * The reference kernels, in plain TypeScript. Sums run in double precision and store to f32, so
@@ -79,12 +79,10 @@ function weightAt(w: Tensor, row: number, col: number): number {
   }
 }
 
+const sigmoid = (z: number): number => 1 / (1 + Math.exp(-z));
+
 export const tsKernels: Kernels = {
   name: 'typescript',
-
-  matvec(w, x, y, row0 = 0, n = w.rows - row0) {
-    for (let i = 0; i < n; i++) y[i] = rowDot(w, row0 + i, x, 0);
-  },
 
   matmul(w, X, Y, T) {
     for (let t = 0; t < T; t++) for (let i = 0; i < w.rows; i++) Y[t * w.rows + i] = rowDot(w, i, X, t * w.cols);
@@ -108,16 +106,23 @@ export const tsKernels: Kernels = {
     for (let i = 0; i < n; i++) out[outOff + i] = x[xOff + i] * r * w[i];
   },
 
-  vqLut(books, base, stages, entries, vecDim, x, n, lut) {
+  siluMul(a, b, n) {
+    for (let i = 0; i < n; i++) a[i] = (a[i] / (1 + Math.exp(-a[i]))) * b[i];
+  },
+
+  add(x, y, n) {
+    for (let i = 0; i < n; i++) x[i] += y[i];
+  },
+
+  vqLut(booksT, stages, entries, vecDim, x, n, lut) {
     const vectors = n / vecDim;
-    const per = entries * vecDim;
     for (let v = 0; v < vectors; v++) {
       for (let s = 0; s < stages; s++) {
-        const book = (base + s) * per;
+        const book = s * vecDim * entries;
         const dst = (v * stages + s) * entries;
         for (let e = 0; e < entries; e++) {
           let t = 0;
-          for (let d = 0; d < vecDim; d++) t += x[v * vecDim + d] * books[book + e * vecDim + d];
+          for (let d = 0; d < vecDim; d++) t += x[v * vecDim + d] * booksT[book + d * entries + e];
           lut[dst + e] = t;
         }
       }
@@ -142,8 +147,52 @@ export const tsKernels: Kernels = {
     }
   },
 
+  kdaPrep(p: KdaPrep) {
+    const { C, K, H, D } = p;
+    const R = K - 1;
+    const bufs = [p.q, p.k, p.v];
+    for (let which = 0; which < 3; which++) {
+      const x = bufs[which];
+      const tap = p.taps[which];
+      const ring = p.ring.subarray(which * C * R, (which + 1) * C * R);
+      for (let c = 0; c < C; c++) {
+        let acc = 0;
+        for (let j = 0; j < R; j++) acc += ring[c * R + j] * tap[c * K + j];
+        const cur = x[c];
+        acc += cur * tap[c * K + R];
+        for (let j = 0; j + 1 < R; j++) ring[c * R + j] = ring[c * R + j + 1];
+        if (R > 0) ring[c * R + R - 1] = cur;
+        const a = Math.fround(acc);
+        x[c] = a / (1 + Math.exp(-a));
+      }
+    }
+    const qScale = 1 / Math.sqrt(D);
+    for (let h = 0; h < H; h++) {
+      let sq = 0;
+      let sk = 0;
+      for (let j = 0; j < D; j++) {
+        sq += p.q[h * D + j] ** 2;
+        sk += p.k[h * D + j] ** 2;
+      }
+      const rq = qScale / Math.sqrt(sq + p.l2eps);
+      const rk = 1 / Math.sqrt(sk + p.l2eps);
+      for (let j = 0; j < D; j++) {
+        p.q[h * D + j] *= rq;
+        p.k[h * D + j] *= rk;
+      }
+      const a = Math.exp(p.aLog[h]);
+      for (let j = 0; j < D; j++) {
+        const i = h * D + j;
+        const z = p.g[i] + p.dtBias[i];
+        p.g[i] = -a * (z > 20 ? z : Math.log1p(Math.exp(z)));
+      }
+      p.beta[h] = sigmoid(p.beta[h]);
+    }
+  },
+
   kdaStep(H, D, q, k, v, g, beta, S, o) {
     const u = new Float64Array(D);
+    const out = new Float64Array(D);
     for (let h = 0; h < H; h++) {
       const hb = h * D;
       const sb = h * D * D;
@@ -160,7 +209,7 @@ export const tsKernels: Kernels = {
       }
       const b = beta[h];
       for (let c = 0; c < D; c++) u[c] = Math.fround(b * (v[hb + c] - u[c]));
-      const out = new Float64Array(D);
+      out.fill(0);
       for (let j = 0; j < D; j++) {
         const kj = k[hb + j];
         const qj = q[hb + j];
@@ -175,29 +224,80 @@ export const tsKernels: Kernels = {
     }
   },
 
-  attendLatent(qLat, qPe, qPeOff, cache, n, stride, kvl, rope, scale, scores, ctx) {
-    let max = -Infinity;
-    for (let s = 0; s < n; s++) {
-      const base = s * stride;
-      let a = 0;
-      for (let j = 0; j < kvl; j++) a += qLat[j] * cache[base + j];
-      for (let j = 0; j < rope; j++) a += qPe[qPeOff + j] * cache[base + kvl + j];
-      const sc = a * scale;
-      scores[s] = sc;
-      if (sc > max) max = sc;
+  kdaOut(o, gate, w, H, D, eps) {
+    for (let h = 0; h < H; h++) {
+      let ss = 0;
+      for (let j = 0; j < D; j++) ss += o[h * D + j] ** 2;
+      const r = 1 / Math.sqrt(ss / D + eps);
+      for (let j = 0; j < D; j++) o[h * D + j] = o[h * D + j] * r * w[j] * sigmoid(gate[h * D + j]);
     }
-    let sum = 0;
-    for (let s = 0; s < n; s++) {
-      const e = Math.exp(scores[s] - max);
-      scores[s] = e;
-      sum += e;
+  },
+
+  mlaHeads(p: MlaHeads) {
+    const { heads, nope, rope, vh, kvl, n } = p;
+    const qd = nope + rope;
+    const latd = kvl + rope;
+    for (let h = 0; h < heads; h++) {
+      const rows = h * (nope + vh);
+      const qLat = p.qLat.subarray(h * kvl, (h + 1) * kvl);
+      tsKernels.matvecT(p.kvB, p.q.subarray(h * qd, h * qd + nope), qLat, rows, nope);
+      const scores = p.scores.subarray(h * n, (h + 1) * n);
+      let max = -Infinity;
+      for (let s = 0; s < n; s++) {
+        const base = s * latd;
+        let a = 0;
+        for (let j = 0; j < kvl; j++) a += qLat[j] * p.cache[base + j];
+        for (let j = 0; j < rope; j++) a += p.q[h * qd + nope + j] * p.cache[base + kvl + j];
+        scores[s] = a * p.scale;
+        if (scores[s] > max) max = scores[s];
+      }
+      let sum = 0;
+      for (let s = 0; s < n; s++) {
+        scores[s] = Math.exp(scores[s] - max);
+        sum += scores[s];
+      }
+      const ctx = new Float64Array(kvl);
+      for (let s = 0; s < n; s++) {
+        const pr = scores[s] / sum;
+        for (let j = 0; j < kvl; j++) ctx[j] += pr * p.cache[s * latd + j];
+      }
+      const c32 = p.ctx.subarray(h * kvl, (h + 1) * kvl);
+      c32.set(ctx);
+      for (let i = 0; i < vh; i++) p.o[h * vh + i] = rowDot(p.kvB, rows + nope + i, c32, 0);
     }
-    const acc = new Float64Array(kvl);
-    for (let s = 0; s < n; s++) {
-      const p = scores[s] / sum;
-      const base = s * stride;
-      for (let j = 0; j < kvl; j++) acc[j] += p * cache[base + j];
+  },
+
+  moeRoute(logits, bias, E, K, ids, w, renorm, scale) {
+    for (let e = 0; e < E; e++) logits[e] = sigmoid(logits[e]);
+    for (let j = 0; j < K; j++) {
+      let best = -1;
+      let bestV = -Infinity;
+      for (let e = 0; e < E; e++) {
+        let taken = false;
+        for (let p = 0; p < j; p++) if (ids[p] === e) taken = true;
+        if (taken) continue;
+        const v = Math.fround(logits[e] + bias[e]);
+        if (best < 0 || v > bestV) {
+          bestV = v;
+          best = e;
+        }
+      }
+      ids[j] = best;
+      w[j] = logits[best];
     }
-    for (let j = 0; j < kvl; j++) ctx[j] = acc[j];
+    if (renorm && K > 1) {
+      let sum = 0;
+      for (let j = 0; j < K; j++) sum += w[j];
+      for (let j = 0; j < K; j++) w[j] /= sum + 1e-20;
+    }
+    for (let j = 0; j < K; j++) w[j] *= scale;
+  },
+
+  moeCombine(out, eo, w, K, H, shared) {
+    for (let i = 0; i < H; i++) {
+      let acc = 0;
+      for (let j = 0; j < K; j++) acc += w[j] * eo[j * H + i];
+      out[i] = shared ? Math.fround(acc) + shared[i] : acc;
+    }
   },
 };

@@ -1,5 +1,7 @@
 import type { Container } from '../../container/open.js';
+import type { ExpertQuant } from '../../container/format.js';
 import type { Kernels, VqGeometry } from '../../kernels/types.js';
+import type { Arena } from '../../memory/arena.js';
 import type { ExpertSource } from '../../runtime/experts.js';
 import { WasteError } from '../../util/errors.js';
 import type { KimiLinearConfig } from './config.js';
@@ -8,12 +10,6 @@ import type { FfnWeights, KdaWeights, KimiLinearWeights, MlaWeights, MoeWeights 
 
 /** L2-norm epsilon inside the square root (fla's l2norm). */
 const L2_EPS = 1e-6;
-/** softplus(z) switches to the identity above this (fla / PyTorch threshold). */
-const SOFTPLUS_THRESHOLD = 20;
-
-const sigmoid = (z: number): number => 1 / (1 + Math.exp(-z));
-const silu = (z: number): number => z / (1 + Math.exp(-z));
-const softplus = (z: number): number => (z > SOFTPLUS_THRESHOLD ? z : Math.log1p(Math.exp(z)));
 
 export interface ForwardOptions {
   /** Return the logits of every position, row after row, instead of only the last. */
@@ -25,29 +21,48 @@ export interface ForwardOptions {
  * code: a chunk of T tokens runs every projection as one T-row product and walks the recurrences
  * token by token, and since every kernel computes each output element independently of the batch,
  * prefill(T) followed by a step is bit-identical to T+1 single steps.
+ *
+ * Each layer computes in its own arena (where its weights live) with that arena's scratch; the
+ * hidden state is copied when consecutive layers live in different arenas.
  */
 export class KimiLinearModel {
   readonly cfg: KimiLinearConfig;
   readonly chunk: number;
+  readonly maxContext: number;
   private readonly geom?: VqGeometry;
-  private s: Scratch;
+  private readonly scratch = new Map<Arena, Scratch>();
 
   constructor(
     readonly container: Container,
     readonly weights: KimiLinearWeights,
     readonly kernels: Kernels,
     readonly experts: ExpertSource,
-    chunk = 16,
+    chunk: number,
+    maxContext: number,
   ) {
     this.cfg = container.config;
     this.chunk = chunk;
+    this.maxContext = maxContext;
     const q = container.quant;
     if (q) this.geom = { stages: q.stages, entries: q.entries, vecDim: q.vecDim, indexBlock: q.indexBlock };
-    this.s = new Scratch(this.cfg, chunk, q?.stages ?? 0, q?.entries ?? 0, q?.vecDim ?? 1);
+    for (const a of weights.arenas) this.scratch.set(a, new Scratch(this.cfg, chunk, maxContext, q, arenaAllocator(a)));
+  }
+
+  /** Bytes of scratch each arena needs. */
+  static scratchBytes(cfg: KimiLinearConfig, chunk: number, maxContext: number, q: ExpertQuant | undefined): number {
+    let n = 0;
+    const count = (bytes: number, align = 64) => (n = Math.ceil(n / align) * align + bytes);
+    new Scratch(cfg, chunk, maxContext, q, {
+      f32: (k) => (count(4 * k), new Float32Array(0)),
+      i32: (k) => (count(4 * k), new Int32Array(0)),
+    });
+    return n;
   }
 
   newState(maxContext: number): KimiLinearState {
-    return new KimiLinearState(this.cfg, maxContext);
+    if (maxContext > this.maxContext)
+      throw new WasteError('E_ARG', `a session context of ${maxContext} exceeds the model's maximum of ${this.maxContext} (set when it was opened)`);
+    return new KimiLinearState(this.cfg, maxContext, this.weights.layers.map((l) => l.arena));
   }
 
   /** Run `tokens` through the model from `state.pos`, advancing the state. */
@@ -62,50 +77,62 @@ export class KimiLinearModel {
     }
     state.reserve(state.pos + n);
     const logits = new Float32Array(opts.allLogits ? n * vocab : vocab);
-    const x = this.s.x;
     for (let c0 = 0; c0 < n; c0 += this.chunk) {
       const T = Math.min(this.chunk, n - c0);
-      for (let t = 0; t < T; t++)
-        this.container.trunk.readRow(this.weights.embed, tokens[c0 + t], x.subarray(t * H, (t + 1) * H));
-      for (let L = 0; L < this.cfg.layers; L++) await this.layer(state, L, T);
+      let s = this.scratchOf(this.weights.layers[0].arena);
+      for (let t = 0; t < T; t++) this.container.trunk.readRow(this.weights.embed, tokens[c0 + t], s.x.subarray(t * H, (t + 1) * H));
+      for (let L = 0; L < this.cfg.layers; L++) {
+        s = this.carry(s, this.weights.layers[L].arena, T);
+        await this.layer(state, L, T, s);
+      }
       state.pos += T;
+      s = this.carry(s, this.weights.headArena, T);
       for (let t = 0; t < T; t++) {
         const pos = c0 + t;
-        if (opts.allLogits) this.head(t, logits.subarray(pos * vocab, (pos + 1) * vocab));
-        else if (pos === n - 1) this.head(t, logits);
+        if (opts.allLogits) logits.set(this.head(t, s), pos * vocab);
+        else if (pos === n - 1) logits.set(this.head(t, s));
       }
     }
     return logits;
   }
 
-  private head(t: number, out: Float32Array): void {
-    const H = this.cfg.hidden;
-    const { x, norm } = this.s;
-    this.kernels.rmsnorm(x, this.weights.finalNorm, this.cfg.eps, norm, H, t * H, 0);
-    this.kernels.matvec(this.weights.lmHead, norm.subarray(0, H), out);
+  private scratchOf(a: Arena): Scratch {
+    return this.scratch.get(a)!;
   }
 
-  private async layer(state: KimiLinearState, L: number, T: number): Promise<void> {
+  /** The scratch of arena `a`, holding the hidden state of the T tokens in flight. */
+  private carry(from: Scratch, a: Arena, T: number): Scratch {
+    const to = this.scratchOf(a);
+    if (to !== from) to.x.set(from.x.subarray(0, T * this.cfg.hidden));
+    return to;
+  }
+
+  private head(t: number, s: Scratch): Float32Array {
+    const H = this.cfg.hidden;
+    this.kernels.rmsnorm(s.x, this.weights.finalNorm, this.cfg.eps, s.norm, H, t * H, 0);
+    this.kernels.matmul(this.weights.lmHead, s.norm, s.logits, 1);
+    return s.logits;
+  }
+
+  private async layer(state: KimiLinearState, L: number, T: number, s: Scratch): Promise<void> {
     const { hidden: H, eps } = this.cfg;
     const w = this.weights.layers[L];
-    const { x, norm, out } = this.s;
     const k = this.kernels;
-    for (let t = 0; t < T; t++) k.rmsnorm(x, w.inputNorm, eps, norm, H, t * H, t * H);
-    if (w.attn.kind === 'kda') this.kda(state, L, w.attn, T);
-    else this.mla(state, L, w.attn, T);
-    for (let i = 0; i < T * H; i++) x[i] += out[i];
-    for (let t = 0; t < T; t++) k.rmsnorm(x, w.postNorm, eps, norm, H, t * H, t * H);
-    if (w.ffn.kind === 'dense') this.ffn(w.ffn, T, out);
-    else await this.moe(L, w.ffn, T);
-    for (let i = 0; i < T * H; i++) x[i] += out[i];
+    for (let t = 0; t < T; t++) k.rmsnorm(s.x, w.inputNorm, eps, s.norm, H, t * H, t * H);
+    if (w.attn.kind === 'kda') this.kda(state, L, w.attn, T, s);
+    else this.mla(state, L, w.attn, T, s);
+    k.add(s.x, s.out, T * H);
+    for (let t = 0; t < T; t++) k.rmsnorm(s.x, w.postNorm, eps, s.norm, H, t * H, t * H);
+    if (w.ffn.kind === 'dense') this.ffn(w.ffn, T, s, s.out);
+    else await this.moe(L, w.ffn, T, s);
+    k.add(s.x, s.out, T * H);
   }
 
   /** Kimi Delta Attention: short convs, decay gate, β, L2-normalised q/k, the delta rule, gated norm. */
-  private kda(state: KimiLinearState, L: number, w: KdaWeights, T: number): void {
+  private kda(state: KimiLinearState, L: number, w: KdaWeights, T: number, s: Scratch): void {
     const { heads: NH, headDim: D, convKernel: K } = this.cfg.kda;
     const C = NH * D;
     const k = this.kernels;
-    const s = this.s;
     const st = state.kda[L]!;
     k.matmul(w.qProj, s.norm, s.q, T);
     k.matmul(w.kProj, s.norm, s.k, T);
@@ -115,80 +142,28 @@ export class KimiLinearModel {
     k.matmul(w.bProj, s.norm, s.beta, T);
     k.matmul(w.gA, s.norm, s.low, T);
     k.matmul(w.gB, s.low, s.gate, T);
-    const R = K - 1;
-    const qScale = 1 / Math.sqrt(D);
     for (let t = 0; t < T; t++) {
-      const q = s.q.subarray(t * C, (t + 1) * C);
-      const kk = s.k.subarray(t * C, (t + 1) * C);
-      const v = s.v.subarray(t * C, (t + 1) * C);
-      // causal depthwise conv over the last K inputs (history oldest first, the current token last), then SiLU
-      const bufs = [q, kk, v];
-      for (let which = 0; which < 3; which++) {
-        const xv = bufs[which];
-        const tap = w.conv[which];
-        const ring = st.conv.subarray(which * C * R, (which + 1) * C * R);
-        for (let c = 0; c < C; c++) {
-          const r0 = c * R;
-          const w0 = c * K;
-          let acc = 0;
-          for (let j = 0; j < R; j++) acc += ring[r0 + j] * tap[w0 + j];
-          const cur = xv[c];
-          acc += cur * tap[w0 + R];
-          for (let j = 0; j + 1 < R; j++) ring[r0 + j] = ring[r0 + j + 1];
-          if (R > 0) ring[r0 + R - 1] = cur;
-          xv[c] = silu(Math.fround(acc));
-        }
-      }
-      // per-head L2 normalisation of q and k; q also scaled by D^-1/2
-      for (let h = 0; h < NH; h++) {
-        let sq = 0;
-        let sk = 0;
-        for (let j = 0; j < D; j++) {
-          sq += q[h * D + j] * q[h * D + j];
-          sk += kk[h * D + j] * kk[h * D + j];
-        }
-        const rq = qScale / Math.sqrt(sq + L2_EPS);
-        const rk = 1 / Math.sqrt(sk + L2_EPS);
-        for (let j = 0; j < D; j++) {
-          q[h * D + j] *= rq;
-          kk[h * D + j] *= rk;
-        }
-      }
-      // decay gate in log space: g = −exp(A_log[h]) · softplus(f + dt_bias)
-      const g = s.g.subarray(t * C, (t + 1) * C);
-      for (let h = 0; h < NH; h++) {
-        const a = Math.exp(w.aLog[h]);
-        for (let j = 0; j < D; j++) {
-          const i = h * D + j;
-          g[i] = -a * softplus(g[i] + w.dtBias[i]);
-        }
-      }
-      const beta = s.beta.subarray(t * NH, (t + 1) * NH);
-      for (let h = 0; h < NH; h++) beta[h] = sigmoid(beta[h]);
-      const o = s.o.subarray(t * C, (t + 1) * C);
+      const part = (b: Float32Array, n: number) => b.subarray(t * n, (t + 1) * n);
+      const q = part(s.q, C);
+      const kk = part(s.k, C);
+      const v = part(s.v, C);
+      const g = part(s.g, C);
+      const beta = part(s.beta, NH);
+      const o = part(s.o, C);
+      k.kdaPrep({ q, k: kk, v, taps: w.conv, ring: st.conv, C, K, g, dtBias: w.dtBias, aLog: w.aLog, beta, H: NH, D, l2eps: L2_EPS });
       k.kdaStep(NH, D, q, kk, v, g, beta, st.S, o);
-      // per-head RMSNorm (weight shared by heads) times a sigmoid output gate
-      const gate = s.gate.subarray(t * C, (t + 1) * C);
-      for (let h = 0; h < NH; h++) {
-        let ss = 0;
-        for (let j = 0; j < D; j++) ss += o[h * D + j] * o[h * D + j];
-        const r = 1 / Math.sqrt(ss / D + this.cfg.eps);
-        for (let j = 0; j < D; j++) o[h * D + j] = o[h * D + j] * r * w.oNorm[j] * sigmoid(gate[h * D + j]);
-      }
+      k.kdaOut(o, part(s.gate, C), w.oNorm, NH, D, this.cfg.eps);
     }
     k.matmul(w.oProj, s.o, s.out, T);
   }
 
   /** Multi-head latent attention without RoPE, caching only the normalised latent and k_pe. */
-  private mla(state: KimiLinearState, L: number, w: MlaWeights, T: number): void {
+  private mla(state: KimiLinearState, L: number, w: MlaWeights, T: number, s: Scratch): void {
     const { heads: NH, kvLoraRank: kvl, qkNope: nope, qkRope: rope, vHead: vh } = this.cfg.mla;
     const qd = nope + rope;
     const latd = kvl + rope;
     const k = this.kernels;
-    const s = this.s;
     const cache = state.mla[L]!.cache;
-    const scale = 1 / Math.sqrt(qd);
-    s.reserveScores(state.pos + T);
     k.matmul(w.qProj, s.norm, s.q, T);
     k.matmul(w.kvA, s.norm, s.kv, T);
     for (let t = 0; t < T; t++) {
@@ -197,120 +172,103 @@ export class KimiLinearModel {
       // The C engine and vLLM normalise the latent with the model's rms_norm_eps; HF's default is 1e-6.
       k.rmsnorm(ckv, w.kvNorm, this.cfg.eps, cache, kvl, 0, pos * latd);
       cache.set(ckv.subarray(kvl, latd), pos * latd + kvl);
-      const q = s.q.subarray(t * NH * qd, (t + 1) * NH * qd);
-      const o = s.o.subarray(t * NH * vh, (t + 1) * NH * vh);
-      for (let h = 0; h < NH; h++) {
-        const rows = h * (nope + vh);
-        // absorb W_UK into the query: qLat = W_UK[h]ᵀ · q_nope
-        k.matvecT(w.kvB, q.subarray(h * qd, h * qd + nope), s.qLat, rows, nope);
-        k.attendLatent(s.qLat, q, h * qd + nope, cache, pos + 1, latd, kvl, rope, scale, s.scores, s.ctx);
-        // and W_UV into the output: o = W_UV[h] · ctx
-        k.matvec(w.kvB, s.ctx, o.subarray(h * vh, (h + 1) * vh), rows + nope, vh);
-      }
+      k.mlaHeads({
+        kvB: w.kvB,
+        q: s.q.subarray(t * NH * qd, (t + 1) * NH * qd),
+        heads: NH,
+        nope,
+        rope,
+        vh,
+        kvl,
+        cache,
+        n: pos + 1,
+        scale: 1 / Math.sqrt(qd),
+        qLat: s.qLat,
+        scores: s.scores,
+        ctx: s.ctx,
+        o: s.o.subarray(t * NH * vh, (t + 1) * NH * vh),
+      });
     }
     k.matmul(w.oProj, s.o, s.out, T);
   }
 
-  /** SwiGLU feed-forward, into `dst` [T][hidden]. */
-  private ffn(w: FfnWeights, T: number, dst: Float32Array): void {
+  /** SwiGLU feed-forward of the T normed tokens, into `dst` [T][hidden]. */
+  private ffn(w: FfnWeights, T: number, s: Scratch, dst: Float32Array): void {
     const k = this.kernels;
-    const s = this.s;
     const I = w.gate.rows;
     k.matmul(w.gate, s.norm, s.ffA, T);
     k.matmul(w.up, s.norm, s.ffB, T);
-    for (let i = 0; i < T * I; i++) s.ffA[i] = silu(s.ffA[i]) * s.ffB[i];
+    k.siluMul(s.ffA, s.ffB, T * I);
     k.matmul(w.down, s.ffA, dst, T);
   }
 
   /**
-   * Sigmoid router with a selection-only bias, top-k, renormalised and scaled weights, routed
-   * experts through lookup tables (each distinct expert read once per chunk), plus shared experts.
+   * Sigmoid router with a selection-only bias, top-k, renormalised and scaled weights; routed
+   * experts through lookup tables, each distinct expert read once per chunk and applied to every
+   * token routed to it; then the shared experts.
    */
-  private async moe(L: number, w: MoeWeights, T: number): Promise<void> {
+  private async moe(L: number, w: MoeWeights, T: number, s: Scratch): Promise<void> {
     const { hidden: H } = this.cfg;
     const { experts: E, topK: K, inter: I, renormalize, routedScale } = this.cfg.moe;
     const k = this.kernels;
-    const s = this.s;
     const geom = this.geom!;
-    const books = this.container.codebooks!.values;
-    const bank = this.container.banks.get(L)!;
-    const lay = bank.layout;
-    const base = bank.codebookBase;
+    const lay = this.container.banks.get(L)!.layout;
     k.matmul(w.router, s.norm, s.router, T);
+    for (let t = 0; t < T; t++)
+      k.moeRoute(s.router.subarray(t * E, (t + 1) * E), w.bias, E, K, s.route.subarray(t * K, (t + 1) * K), s.routeW.subarray(t * K, (t + 1) * K), renormalize, routedScale);
 
-    const ids = s.route;
-    const wts = s.routeW;
-    for (let t = 0; t < T; t++) {
-      const logits = s.router.subarray(t * E, (t + 1) * E);
-      for (let e = 0; e < E; e++) logits[e] = sigmoid(logits[e]);
-      // top-k by biased score; ties go to the lower expert id
-      for (let j = 0; j < K; j++) {
-        let best = -1;
-        let bestV = -Infinity;
-        for (let e = 0; e < E; e++) {
-          let taken = false;
-          for (let p = 0; p < j; p++) if (ids[t * K + p] === e) taken = true;
-          if (taken) continue;
-          const v = logits[e] + w.bias[e];
-          if (v > bestV || best < 0) {
-            bestV = v;
-            best = e;
-          }
-        }
-        ids[t * K + j] = best;
-        wts[t * K + j] = logits[best]; // combine weights use the unbiased score
-      }
-      if (renormalize && K > 1) {
-        let sum = 0;
-        for (let j = 0; j < K; j++) sum += wts[t * K + j];
-        for (let j = 0; j < K; j++) wts[t * K + j] /= sum + 1e-20;
-      }
-      for (let j = 0; j < K; j++) wts[t * K + j] *= routedScale;
-    }
-
-    // Distinct experts in ascending id order: each is read once and applied to all its tokens.
-    const used = new Set<number>();
-    for (let i = 0; i < T * K; i++) used.add(ids[i]);
-    const order = [...used].sort((a, b) => a - b);
+    // Distinct experts in ascending id order; the gate/up tables depend on the token, not the
+    // expert, so they are built once per token and shared by all its experts.
+    const used = [...new Set(s.route.subarray(0, T * K))].sort((a, b) => a - b);
     const lutSize = (H / geom.vecDim) * geom.stages * geom.entries;
     const built = new Uint8Array(T);
-    for (const e of order) {
+    const [bookG, bookU, bookD] = w.booksT;
+    for (const e of used) {
       const rec = await this.experts.get(L, e);
       for (let t = 0; t < T; t++) {
         for (let j = 0; j < K; j++) {
-          if (ids[t * K + j] !== e) continue;
+          if (s.route[t * K + j] !== e) continue;
           const lutG = s.lut.subarray(2 * t * lutSize, (2 * t + 1) * lutSize);
           const lutU = s.lut.subarray((2 * t + 1) * lutSize, (2 * t + 2) * lutSize);
           if (!built[t]) {
-            // gate/up tables depend on the token, not the expert: built once, shared by its experts
             const xin = s.norm.subarray(t * H, (t + 1) * H);
-            k.vqLut(books, base, geom.stages, geom.entries, geom.vecDim, xin, H, lutG);
-            k.vqLut(books, base + geom.stages, geom.stages, geom.entries, geom.vecDim, xin, H, lutU);
+            k.vqLut(bookG, geom.stages, geom.entries, geom.vecDim, xin, H, lutG);
+            k.vqLut(bookU, geom.stages, geom.entries, geom.vecDim, xin, H, lutU);
             built[t] = 1;
           }
           const sc = lay.scaleOff;
           k.vqApply(rec, lay.gateOff, sc, I, H, geom, lutG, s.ffA);
           k.vqApply(rec, lay.upOff, sc + 2 * I, I, H, geom, lutU, s.ffB);
-          for (let i = 0; i < I; i++) s.ffA[i] = silu(s.ffA[i]) * s.ffB[i];
-          k.vqLut(books, base + 2 * geom.stages, geom.stages, geom.entries, geom.vecDim, s.ffA, I, s.lutDown);
+          k.siluMul(s.ffA, s.ffB, I);
+          k.vqLut(bookD, geom.stages, geom.entries, geom.vecDim, s.ffA, I, s.lutDown);
           k.vqApply(rec, lay.downOff, sc + 4 * I, H, I, geom, s.lutDown, s.expertOut.subarray((t * K + j) * H, (t * K + j + 1) * H));
         }
       }
     }
-
     // Weighted sum in selection order, then the shared experts (unweighted).
-    if (w.shared) this.ffn(w.shared, T, s.shared);
-    for (let t = 0; t < T; t++) {
-      for (let i = 0; i < H; i++) {
-        let acc = 0;
-        for (let j = 0; j < K; j++) acc += wts[t * K + j] * s.expertOut[(t * K + j) * H + i];
-        s.out[t * H + i] = w.shared ? Math.fround(acc) + s.shared[t * H + i] : acc;
-      }
-    }
+    if (w.shared) this.ffn(w.shared, T, s, s.shared);
+    for (let t = 0; t < T; t++)
+      k.moeCombine(
+        s.out.subarray(t * H, (t + 1) * H),
+        s.expertOut.subarray(t * K * H, (t + 1) * K * H),
+        s.routeW.subarray(t * K, (t + 1) * K),
+        K,
+        H,
+        w.shared ? s.shared.subarray(t * H, (t + 1) * H) : undefined,
+      );
   }
 }
 
-/** Working buffers for one chunk, sized once from the config. */
+interface Allocator {
+  f32(n: number): Float32Array;
+  i32(n: number): Int32Array;
+}
+
+function arenaAllocator(a: Arena): Allocator {
+  return { f32: (n) => a.allocF32(n), i32: (n) => a.i32(a.alloc(4 * n, 64), n) };
+}
+
+/** Working buffers for one chunk in one arena, sized once from the config. */
 class Scratch {
   x: Float32Array;
   norm: Float32Array;
@@ -336,44 +294,41 @@ class Scratch {
   lut: Float32Array;
   lutDown: Float32Array;
   expertOut: Float32Array;
+  logits: Float32Array;
 
-  constructor(cfg: KimiLinearConfig, T: number, stages: number, entries: number, vecDim: number) {
+  constructor(cfg: KimiLinearConfig, T: number, maxContext: number, q: ExpertQuant | undefined, m: Allocator) {
     const H = cfg.hidden;
     const C = cfg.kda.heads * cfg.kda.headDim;
-    const m = cfg.mla;
-    const wide = Math.max(C, m.heads * (m.qkNope + m.qkRope), m.heads * m.vHead);
+    const a = cfg.mla;
+    const wide = Math.max(C, a.heads * (a.qkNope + a.qkRope), a.heads * a.vHead);
     const inter = Math.max(cfg.denseInter, cfg.moe.inter * Math.max(1, cfg.moe.shared));
-    this.x = new Float32Array(T * H);
-    this.norm = new Float32Array(T * H);
-    this.out = new Float32Array(T * H);
-    this.q = new Float32Array(T * wide);
-    this.k = new Float32Array(T * C);
-    this.v = new Float32Array(T * C);
-    this.g = new Float32Array(T * C);
-    this.gate = new Float32Array(T * C);
-    this.low = new Float32Array(T * cfg.kda.headDim);
-    this.beta = new Float32Array(T * cfg.kda.heads);
-    this.o = new Float32Array(T * wide);
-    this.kv = new Float32Array(T * (m.kvLoraRank + m.qkRope));
-    this.qLat = new Float32Array(m.kvLoraRank);
-    this.scores = new Float32Array(0);
-    this.ctx = new Float32Array(m.kvLoraRank);
-    this.ffA = new Float32Array(T * inter);
-    this.ffB = new Float32Array(T * inter);
-    this.shared = new Float32Array(T * H);
     const E = cfg.moe.experts;
     const K = cfg.moe.topK;
-    this.router = new Float32Array(T * E);
-    this.route = new Int32Array(T * K);
-    this.routeW = new Float32Array(T * K);
-    const lutSize = stages && vecDim ? (H / vecDim) * stages * entries : 0;
-    this.lut = new Float32Array(2 * T * lutSize);
-    this.lutDown = new Float32Array(stages && vecDim ? (cfg.moe.inter / vecDim) * stages * entries : 0);
-    this.expertOut = new Float32Array(T * K * H);
-  }
-
-  /** Attention scores for one query over `n` positions. */
-  reserveScores(n: number): void {
-    if (this.scores.length < n) this.scores = new Float32Array(Math.max(n, 2 * this.scores.length));
+    this.x = m.f32(T * H);
+    this.norm = m.f32(T * H);
+    this.out = m.f32(T * H);
+    this.q = m.f32(T * wide);
+    this.k = m.f32(T * C);
+    this.v = m.f32(T * C);
+    this.g = m.f32(T * C);
+    this.gate = m.f32(T * C);
+    this.low = m.f32(T * cfg.kda.headDim);
+    this.beta = m.f32(T * cfg.kda.heads);
+    this.o = m.f32(T * wide);
+    this.kv = m.f32(T * (a.kvLoraRank + a.qkRope));
+    this.qLat = m.f32(a.heads * a.kvLoraRank);
+    this.scores = m.f32(a.heads * maxContext);
+    this.ctx = m.f32(a.heads * a.kvLoraRank);
+    this.ffA = m.f32(T * inter);
+    this.ffB = m.f32(T * inter);
+    this.shared = m.f32(T * H);
+    this.router = m.f32(T * E);
+    this.route = m.i32(T * K);
+    this.routeW = m.f32(T * K);
+    const lutSize = q ? (H / q.vecDim) * q.stages * q.entries : 0;
+    this.lut = m.f32(2 * T * lutSize);
+    this.lutDown = m.f32(q ? (cfg.moe.inter / q.vecDim) * q.stages * q.entries : 0);
+    this.expertOut = m.f32(T * K * H);
+    this.logits = m.f32(cfg.vocab);
   }
 }

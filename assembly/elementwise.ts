@@ -1,0 +1,114 @@
+// Small per-token operations, run on one thread.
+import { hsum } from './common';
+
+/** out = w ⊙ x / sqrt(mean(x²) + eps) */
+export function rmsnorm(x: usize, w: usize, out: usize, n: i32, eps: f32): void {
+  let a = f32x4.splat(0);
+  let i = 0;
+  for (; i + 4 <= n; i += 4) {
+    const v = v128.load(x + (<usize>i << 2));
+    a = f32x4.add(a, f32x4.mul(v, v));
+  }
+  let ss = hsum(a);
+  for (; i < n; i++) {
+    const v = load<f32>(x + (<usize>i << 2));
+    ss += v * v;
+  }
+  const r = f32x4.splat(<f32>(1.0 / Math.sqrt(<f64>ss / <f64>n + <f64>eps)));
+  i = 0;
+  for (; i + 4 <= n; i += 4) {
+    const o = <usize>i << 2;
+    v128.store(out + o, f32x4.mul(f32x4.mul(v128.load(x + o), r), v128.load(w + o)));
+  }
+  const rs = f32x4.extract_lane(r, 0);
+  for (; i < n; i++) store<f32>(out + (<usize>i << 2), load<f32>(x + (<usize>i << 2)) * rs * load<f32>(w + (<usize>i << 2)));
+}
+
+/** a ← silu(a) · b */
+export function silu_mul(a: usize, b: usize, n: i32): void {
+  for (let i = 0; i < n; i++) {
+    const o = <usize>i << 2;
+    const z = <f64>load<f32>(a + o);
+    store<f32>(a + o, <f32>(z / (1.0 + Math.exp(-z))) * load<f32>(b + o));
+  }
+}
+
+/** x ← x + y */
+export function add(x: usize, y: usize, n: i32): void {
+  let i = 0;
+  for (; i + 4 <= n; i += 4) {
+    const o = <usize>i << 2;
+    v128.store(x + o, f32x4.add(v128.load(x + o), v128.load(y + o)));
+  }
+  for (; i < n; i++) store<f32>(x + (<usize>i << 2), load<f32>(x + (<usize>i << 2)) + load<f32>(y + (<usize>i << 2)));
+}
+
+/**
+ * Router for one token: scores = sigmoid(logits) in place; pick the top k of score + bias (ties to
+ * the lower id) into ids; their combine weights use the unbiased score, renormalised (if asked)
+ * and scaled.
+ */
+export function moe_route(logits: usize, bias: usize, E: i32, K: i32, ids: usize, w: usize, renorm: i32, scale: f32): void {
+  for (let e = 0; e < E; e++) {
+    const o = <usize>e << 2;
+    store<f32>(logits + o, <f32>(1.0 / (1.0 + Math.exp(-<f64>load<f32>(logits + o)))));
+  }
+  for (let j = 0; j < K; j++) {
+    let best = -1;
+    let bestV: f32 = 0;
+    for (let e = 0; e < E; e++) {
+      let taken = false;
+      for (let p = 0; p < j; p++) if (load<i32>(ids + (<usize>p << 2)) == e) taken = true;
+      if (taken) continue;
+      const v = load<f32>(logits + (<usize>e << 2)) + load<f32>(bias + (<usize>e << 2));
+      if (best < 0 || v > bestV) {
+        best = e;
+        bestV = v;
+      }
+    }
+    store<i32>(ids + (<usize>j << 2), best);
+    store<f32>(w + (<usize>j << 2), load<f32>(logits + (<usize>best << 2)));
+  }
+  if (renorm && K > 1) {
+    let s: f32 = 0;
+    for (let j = 0; j < K; j++) s += load<f32>(w + (<usize>j << 2));
+    s += 1e-20;
+    for (let j = 0; j < K; j++) store<f32>(w + (<usize>j << 2), load<f32>(w + (<usize>j << 2)) / s);
+  }
+  for (let j = 0; j < K; j++) store<f32>(w + (<usize>j << 2), load<f32>(w + (<usize>j << 2)) * scale);
+}
+
+/** out[i] = Σ_j w[j]·eo[j][i] (j in order) + shared[i] when `shared` is nonzero. */
+export function moe_combine(out: usize, eo: usize, w: usize, K: i32, H: i32, shared: usize): void {
+  for (let i = 0; i < H; i++) {
+    let acc: f32 = 0;
+    for (let j = 0; j < K; j++) acc += load<f32>(w + (<usize>j << 2)) * load<f32>(eo + ((<usize>j * <usize>H + <usize>i) << 2));
+    if (shared) acc += load<f32>(shared + (<usize>i << 2));
+    store<f32>(out + (<usize>i << 2), acc);
+  }
+}
+
+/** Σ of v128 loads over [p, p + bytes) in 4 independent streams: the memory read bandwidth probe. */
+export function read_bw(p: usize, bytes: usize): f32 {
+  let a0 = f32x4.splat(0), a1 = f32x4.splat(0), a2 = f32x4.splat(0), a3 = f32x4.splat(0);
+  const q = bytes >> 2;
+  for (let i: usize = 0; i + 64 <= q; i += 64) {
+    a0 = f32x4.add(a0, v128.load(p + i));
+    a1 = f32x4.add(a1, v128.load(p + q + i));
+    a2 = f32x4.add(a2, v128.load(p + 2 * q + i));
+    a3 = f32x4.add(a3, v128.load(p + 3 * q + i));
+    a0 = f32x4.add(a0, v128.load(p + i, 16));
+    a1 = f32x4.add(a1, v128.load(p + q + i, 16));
+    a2 = f32x4.add(a2, v128.load(p + 2 * q + i, 16));
+    a3 = f32x4.add(a3, v128.load(p + 3 * q + i, 16));
+    a0 = f32x4.add(a0, v128.load(p + i, 32));
+    a1 = f32x4.add(a1, v128.load(p + q + i, 32));
+    a2 = f32x4.add(a2, v128.load(p + 2 * q + i, 32));
+    a3 = f32x4.add(a3, v128.load(p + 3 * q + i, 32));
+    a0 = f32x4.add(a0, v128.load(p + i, 48));
+    a1 = f32x4.add(a1, v128.load(p + q + i, 48));
+    a2 = f32x4.add(a2, v128.load(p + 2 * q + i, 48));
+    a3 = f32x4.add(a3, v128.load(p + 3 * q + i, 48));
+  }
+  return hsum(f32x4.add(f32x4.add(a0, a1), f32x4.add(a2, a3)));
+}

@@ -1,0 +1,11 @@
+// The kernel module: compiled to WebAssembly SIMD128 over an imported shared memory (an arena).
+export { mm, mvt } from './matmul';
+export { vq_lut, vq_apply } from './vq';
+export { kda_prep, kda_step, kda_out } from './kda';
+export { mla_heads } from './mla';
+export { rmsnorm, silu_mul, add, moe_route, moe_combine, read_bw } from './elementwise';
+
+/** End of the module's static data: arenas keep everything they allocate above it. */
+export function heap_base(): usize {
+  return __heap_base;
+}

@@ -1,0 +1,112 @@
+// Residual vector-quantized experts through lookup tables: never expanded into weights.
+import { f16 } from './common';
+
+/**
+ * lut[(v·stages + s)·entries + e] = x[v·vecDim …] · book_s[e] for v in [v0, v1), reading the
+ * stage books transposed as [stage][dim][entry] so the entries vectorize.
+ */
+export function vq_lut(CT: usize, x: usize, lut: usize, stages: i32, entries: i32, vecDim: i32, _tmp: usize, v0: i32, v1: i32): void {
+  const bookStride = <usize>vecDim * <usize>entries * 4;
+  for (let v = v0; v < v1; v++) {
+    const xv = x + <usize>v * <usize>vecDim * 4;
+    for (let s = 0; s < stages; s++) {
+      const book = CT + <usize>s * bookStride;
+      const dst = lut + (<usize>v * <usize>stages + <usize>s) * <usize>entries * 4;
+      let e = 0;
+      for (; e + 8 <= entries; e += 8) {
+        let a0 = f32x4.splat(0), a1 = f32x4.splat(0);
+        const col = book + (<usize>e << 2);
+        for (let d = 0; d < vecDim; d++) {
+          const xd = f32x4.splat(load<f32>(xv + (<usize>d << 2)));
+          const p = col + <usize>d * <usize>entries * 4;
+          a0 = f32x4.add(a0, f32x4.mul(xd, v128.load(p)));
+          a1 = f32x4.add(a1, f32x4.mul(xd, v128.load(p, 16)));
+        }
+        v128.store(dst + (<usize>e << 2), a0);
+        v128.store(dst + (<usize>e << 2), a1, 16);
+      }
+      for (; e < entries; e++) {
+        let a: f32 = 0;
+        for (let d = 0; d < vecDim; d++) a += load<f32>(xv + (<usize>d << 2)) * load<f32>(book + ((<usize>d * <usize>entries + <usize>e) << 2));
+        store<f32>(dst + (<usize>e << 2), a);
+      }
+    }
+  }
+}
+
+/**
+ * y[r] = scale[r] · Σ_v Σ_s lut[v][s][idx(r, v, s)] for rows [r0, r1) of one expert matrix whose
+ * indices are blocked by B rows ([block][vector][row in block][stage]; B = 0 means row-major).
+ * A tile of rows walks the vectors in order with the vector's table (stages × entries floats) hot
+ * in L1; `tmp` holds the tile's accumulators.
+ */
+export function vq_apply(rec: usize, idxOff: i32, scaleOff: i32, lut: usize, y: usize, vectors: i32, stages: i32, entries: i32, B: i32, tmp: usize, r0: i32, r1: i32): void {
+  const idx = rec + <usize>idxOff;
+  const scales = rec + <usize>scaleOff;
+  const vstride = <usize>stages * <usize>entries * 4;
+  const e1 = <usize>entries << 2;
+  const e2 = e1 << 1;
+  const st = <usize>stages;
+  if (B <= 0) {
+    for (let r = r0; r < r1; r++) {
+      let acc: f32 = 0;
+      let ix = idx + <usize>r * <usize>vectors * st;
+      for (let v = 0; v < vectors; v++, ix += st) {
+        const T = lut + <usize>v * vstride;
+        let t = load<f32>(T + (<usize>load<u8>(ix) << 2));
+        for (let s = 1; s < stages; s++) t += load<f32>(T + <usize>s * e1 + (<usize>load<u8>(ix + <usize>s) << 2));
+        acc += t;
+      }
+      store<f32>(y + (<usize>r << 2), acc * f16(<u32>load<u16>(scales + (<usize>r << 1))));
+    }
+    return;
+  }
+  let rs = r0;
+  while (rs < r1) {
+    const b = rs / B;
+    const re = min(r1, (b + 1) * B);
+    const nr = re - rs;
+    const rin0 = rs - b * B;
+    for (let r = 0; r < nr; r++) store<f32>(tmp + (<usize>r << 2), 0);
+    for (let v = 0; v < vectors; v++) {
+      const T = lut + <usize>v * vstride;
+      let ix = idx + ((<usize>b * <usize>vectors + <usize>v) * <usize>B + <usize>rin0) * st;
+      if (stages == 3) {
+        const T1 = T + e1;
+        const T2 = T + e2;
+        let r = 0;
+        for (; r + 4 <= nr; r += 4, ix += 12) {
+          const w0 = load<u32>(ix);
+          const w1 = load<u32>(ix, 4);
+          const w2 = load<u32>(ix, 8);
+          const t0 = load<f32>(T + ((w0 & 0xff) << 2)) + load<f32>(T1 + (((w0 >> 8) & 0xff) << 2)) + load<f32>(T2 + (((w0 >> 16) & 0xff) << 2));
+          const t1 = load<f32>(T + ((w0 >> 24) << 2)) + load<f32>(T1 + ((w1 & 0xff) << 2)) + load<f32>(T2 + (((w1 >> 8) & 0xff) << 2));
+          const t2 = load<f32>(T + (((w1 >> 16) & 0xff) << 2)) + load<f32>(T1 + ((w1 >> 24) << 2)) + load<f32>(T2 + ((w2 & 0xff) << 2));
+          const t3 = load<f32>(T + (((w2 >> 8) & 0xff) << 2)) + load<f32>(T1 + (((w2 >> 16) & 0xff) << 2)) + load<f32>(T2 + ((w2 >> 24) << 2));
+          const a = tmp + (<usize>r << 2);
+          store<f32>(a, load<f32>(a) + t0);
+          store<f32>(a, load<f32>(a, 4) + t1, 4);
+          store<f32>(a, load<f32>(a, 8) + t2, 8);
+          store<f32>(a, load<f32>(a, 12) + t3, 12);
+        }
+        for (; r < nr; r++, ix += 3) {
+          const t = load<f32>(T + (<usize>load<u8>(ix) << 2)) + load<f32>(T1 + (<usize>load<u8>(ix, 1) << 2)) + load<f32>(T2 + (<usize>load<u8>(ix, 2) << 2));
+          const a = tmp + (<usize>r << 2);
+          store<f32>(a, load<f32>(a) + t);
+        }
+      } else {
+        for (let r = 0; r < nr; r++, ix += st) {
+          let t = load<f32>(T + (<usize>load<u8>(ix) << 2));
+          for (let s = 1; s < stages; s++) t += load<f32>(T + <usize>s * e1 + (<usize>load<u8>(ix + <usize>s) << 2));
+          const a = tmp + (<usize>r << 2);
+          store<f32>(a, load<f32>(a) + t);
+        }
+      }
+    }
+    for (let r = 0; r < nr; r++) {
+      const row = rs + r;
+      store<f32>(y + (<usize>row << 2), load<f32>(tmp + (<usize>r << 2)) * f16(<u32>load<u16>(scales + (<usize>row << 1))));
+    }
+    rs = re;
+  }
+}

@@ -1,0 +1,181 @@
+import type { Tensor } from '../../container/tensor.js';
+import { type Arena, arenaOf } from '../../memory/arena.js';
+import { WasteError } from '../../util/errors.js';
+import type { KdaPrep, Kernels, MlaHeads, VqGeometry } from '../types.js';
+import { type KernelExports, type ParallelKernel, instantiate, kernelModule } from './module.js';
+import { KernelPool } from './pool.js';
+
+/** Per-thread scratch inside each arena (tile accumulators, the KDA update vector, a row). */
+const TMP_STRIDE = 64 * 1024;
+/** Below this many multiply-adds a call runs on the calling thread alone: waking helpers costs more. */
+const PARALLEL_MIN_WORK = 1 << 16;
+
+/**
+ * The WebAssembly SIMD kernels. Every call runs in the arena that holds its buffers, on the
+ * calling thread, or split by output rows over the worker pool when it is big enough to pay for
+ * the wake-up. Rows are computed independently, so the thread count never changes a result.
+ */
+export class WasmKernels implements Kernels {
+  readonly name: string;
+  private readonly module: WebAssembly.Module;
+  private readonly local = new Map<number, { ex: KernelExports; tmp: number }>();
+  private readonly arenas = new Map<number, Arena>();
+
+  private constructor(
+    readonly threads: number,
+    private readonly pool: KernelPool | undefined,
+  ) {
+    this.module = kernelModule();
+    this.name = `wasm-simd128 × ${threads} thread${threads === 1 ? '' : 's'}`;
+  }
+
+  /** Kernels for `threads` threads (the caller counts as one) over the given arenas. */
+  static async create(threads: number, arenas: Arena[]): Promise<WasmKernels> {
+    if (!(Number.isInteger(threads) && threads >= 1 && threads <= 256))
+      throw new WasteError('E_ARG', `threads must be an integer in 1..256 (got ${threads})`);
+    const pool = threads > 1 ? await KernelPool.create(kernelModule(), threads, arenas) : undefined;
+    const k = new WasmKernels(threads, pool);
+    for (const a of arenas) k.bind(a);
+    return k;
+  }
+
+  async close(): Promise<void> {
+    await this.pool?.close();
+  }
+
+  private bind(arena: Arena): { ex: KernelExports; tmp: number } {
+    let b = this.local.get(arena.id);
+    if (!b) {
+      b = { ex: instantiate(this.module, arena.memory), tmp: arena.alloc(this.threads * TMP_STRIDE, 4096) };
+      this.local.set(arena.id, b);
+      this.arenas.set(arena.id, arena);
+      this.pool?.attach(arena);
+    }
+    return b;
+  }
+
+  /** Byte offset of `view` in `arena`; every buffer of a call must live in the call's arena. */
+  private at(view: ArrayBufferView, arena: Arena, what: string): number {
+    const a = arenaOf(view);
+    if (a !== arena)
+      throw new WasteError('E_STATE', `kernel buffer ${what} is ${a ? `in arena ${a.id}` : 'not in an arena'}, the call runs in arena ${arena.id}`);
+    return view.byteOffset;
+  }
+
+  private arenaOfView(view: ArrayBufferView, what: string): Arena {
+    const a = arenaOf(view);
+    if (!a) throw new WasteError('E_STATE', `kernel buffer ${what} is not in an arena`);
+    return a;
+  }
+
+  private run(kernel: ParallelKernel, arena: Arena, args: number[], n: number, align: number, work: number): void {
+    const b = this.bind(arena);
+    if (!this.pool || work < PARALLEL_MIN_WORK) {
+      (b.ex[kernel] as (...a: number[]) => void)(...args, b.tmp, 0, n);
+      return;
+    }
+    this.pool.run(b.ex, kernel, arena, args, n, align, this.threads, b.tmp, TMP_STRIDE);
+  }
+
+  private tensorArgs(w: Tensor): number[] {
+    return [w.fmt, w.off, Math.max(0, w.scaleOff), w.rowBytes, w.groups, w.group];
+  }
+
+  matmul(w: Tensor, X: Float32Array, Y: Float32Array, T: number): void {
+    const a = w.arena;
+    const [fmt, W, S, rowBytes, groups, G] = this.tensorArgs(w);
+    this.run('mm', a, [fmt, W, S, this.at(X, a, 'X'), this.at(Y, a, 'Y'), w.rows, w.cols, rowBytes, groups, G, T], w.rows, 4, w.rows * w.cols * T);
+  }
+
+  matvecT(w: Tensor, c: Float32Array, y: Float32Array, row0: number, n: number): void {
+    const a = w.arena;
+    const [fmt, W, S, rowBytes, groups, G] = this.tensorArgs(w);
+    this.run('mvt', a, [fmt, W, S, this.at(c, a, 'c'), this.at(y, a, 'y'), row0, n, w.cols, rowBytes, groups, G], w.cols, 32, n * w.cols);
+  }
+
+  rmsnorm(x: Float32Array, w: Float32Array, eps: number, out: Float32Array, n: number, xOff = 0, outOff = 0): void {
+    const a = this.arenaOfView(x, 'x');
+    this.bind(a).ex.rmsnorm(this.at(x, a, 'x') + 4 * xOff, this.at(w, a, 'w'), this.at(out, a, 'out') + 4 * outOff, n, eps);
+  }
+
+  siluMul(x: Float32Array, y: Float32Array, n: number): void {
+    const a = this.arenaOfView(x, 'a');
+    this.bind(a).ex.silu_mul(this.at(x, a, 'a'), this.at(y, a, 'b'), n);
+  }
+
+  add(x: Float32Array, y: Float32Array, n: number): void {
+    const a = this.arenaOfView(x, 'x');
+    this.bind(a).ex.add(this.at(x, a, 'x'), this.at(y, a, 'y'), n);
+  }
+
+  vqLut(booksT: Float32Array, stages: number, entries: number, vecDim: number, x: Float32Array, n: number, lut: Float32Array): void {
+    const a = this.arenaOfView(lut, 'lut');
+    const vectors = n / vecDim;
+    this.run('vq_lut', a, [this.at(booksT, a, 'booksT'), this.at(x, a, 'x'), this.at(lut, a, 'lut'), stages, entries, vecDim], vectors, 4, vectors * stages * entries * vecDim);
+  }
+
+  vqApply(rec: Uint8Array, idxOff: number, scaleOff: number, rows: number, cols: number, g: VqGeometry, lut: Float32Array, y: Float32Array): void {
+    const a = this.arenaOfView(rec, 'rec');
+    const vectors = cols / g.vecDim;
+    const align = g.indexBlock > 0 ? g.indexBlock : 16;
+    this.run(
+      'vq_apply',
+      a,
+      [this.at(rec, a, 'rec'), idxOff, scaleOff, this.at(lut, a, 'lut'), this.at(y, a, 'y'), vectors, g.stages, g.entries, g.indexBlock],
+      rows,
+      align,
+      rows * vectors * g.stages * 4,
+    );
+  }
+
+  kdaPrep(p: KdaPrep): void {
+    const a = this.arenaOfView(p.q, 'q');
+    const at = (v: Float32Array, n: string) => this.at(v, a, n);
+    this.bind(a).ex.kda_prep(
+      at(p.q, 'q'), at(p.k, 'k'), at(p.v, 'v'), at(p.taps[0], 'taps'), at(p.taps[1], 'taps'), at(p.taps[2], 'taps'), at(p.ring, 'ring'),
+      p.C, p.K, at(p.g, 'g'), at(p.dtBias, 'dtBias'), at(p.aLog, 'aLog'), at(p.beta, 'beta'), p.H, p.D, p.l2eps,
+    );
+  }
+
+  kdaStep(H: number, D: number, q: Float32Array, k: Float32Array, v: Float32Array, g: Float32Array, beta: Float32Array, S: Float32Array, o: Float32Array): void {
+    const a = this.arenaOfView(S, 'S');
+    const at = (x: Float32Array, n: string) => this.at(x, a, n);
+    this.run('kda_step', a, [at(q, 'q'), at(k, 'k'), at(v, 'v'), at(g, 'g'), at(beta, 'beta'), at(S, 'S'), at(o, 'o'), D], H, 1, H * D * D * 4);
+  }
+
+  kdaOut(o: Float32Array, gate: Float32Array, w: Float32Array, H: number, D: number, eps: number): void {
+    const a = this.arenaOfView(o, 'o');
+    this.bind(a).ex.kda_out(this.at(o, a, 'o'), this.at(gate, a, 'gate'), this.at(w, a, 'w'), H, D, eps);
+  }
+
+  mlaHeads(p: MlaHeads): void {
+    const w = p.kvB;
+    const a = w.arena;
+    const at = (x: Float32Array, n: string) => this.at(x, a, n);
+    const [fmt, W, S, rowBytes, groups, G] = this.tensorArgs(w);
+    const latd = p.kvl + p.rope;
+    this.run(
+      'mla_heads',
+      a,
+      [fmt, W, S, rowBytes, groups, G, at(p.q, 'q'), p.nope, p.rope, p.vh, p.kvl, at(p.cache, 'cache'), latd, p.n, p.scale, at(p.qLat, 'qLat'), at(p.scores, 'scores'), at(p.ctx, 'ctx'), at(p.o, 'o')],
+      p.heads,
+      1,
+      p.heads * ((p.nope + p.vh) * p.kvl + p.n * (latd + p.kvl)),
+    );
+  }
+
+  moeRoute(logits: Float32Array, bias: Float32Array, E: number, K: number, ids: Int32Array, w: Float32Array, renorm: boolean, scale: number): void {
+    const a = this.arenaOfView(logits, 'logits');
+    this.bind(a).ex.moe_route(this.at(logits, a, 'logits'), this.at(bias, a, 'bias'), E, K, this.at(ids, a, 'ids'), this.at(w, a, 'w'), renorm ? 1 : 0, scale);
+  }
+
+  moeCombine(out: Float32Array, eo: Float32Array, w: Float32Array, K: number, H: number, shared?: Float32Array): void {
+    const a = this.arenaOfView(out, 'out');
+    this.bind(a).ex.moe_combine(this.at(out, a, 'out'), this.at(eo, a, 'eo'), this.at(w, a, 'w'), K, H, shared ? this.at(shared, a, 'shared') : 0);
+  }
+
+  /** Memory read bandwidth probe over `bytes` of `arena` starting at `off` (for the bench). */
+  readBandwidth(arena: Arena, off: number, bytes: number): number {
+    return this.bind(arena).ex.read_bw(off, bytes);
+  }
+}

@@ -1,0 +1,53 @@
+import * as fs from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { ARENA_RESERVED } from '../../memory/arena.js';
+import { WasteError } from '../../util/errors.js';
+
+/**
+ * The compiled kernel module (dist/kernels.wasm, built from assembly/ by `npm install`). Compiled
+ * once per process; every thread instantiates it once per arena it computes in.
+ */
+let compiled: WebAssembly.Module | undefined;
+
+export function kernelModule(): WebAssembly.Module {
+  if (compiled) return compiled;
+  const file = fileURLToPath(new URL('../../../kernels.wasm', import.meta.url));
+  let bytes: Buffer;
+  try {
+    bytes = fs.readFileSync(file);
+  } catch {
+    throw new WasteError('E_IO', `${file} is missing; run \`npm install\` (or \`npm run build\`) to compile the kernels`);
+  }
+  compiled = new WebAssembly.Module(bytes);
+  return compiled;
+}
+
+export type KernelExports = {
+  mm: (...a: number[]) => void;
+  mvt: (...a: number[]) => void;
+  vq_lut: (...a: number[]) => void;
+  vq_apply: (...a: number[]) => void;
+  kda_prep: (...a: number[]) => void;
+  kda_step: (...a: number[]) => void;
+  kda_out: (...a: number[]) => void;
+  mla_heads: (...a: number[]) => void;
+  rmsnorm: (...a: number[]) => void;
+  silu_mul: (...a: number[]) => void;
+  add: (...a: number[]) => void;
+  moe_route: (...a: number[]) => void;
+  moe_combine: (...a: number[]) => void;
+  read_bw: (p: number, bytes: number) => number;
+  heap_base: () => number;
+};
+
+/** Kernels the pool can split across threads: their last three parameters are (tmp, begin, end). */
+export const PARALLEL_KERNELS = ['mm', 'mvt', 'vq_lut', 'vq_apply', 'kda_step', 'mla_heads'] as const;
+export type ParallelKernel = (typeof PARALLEL_KERNELS)[number];
+
+export function instantiate(module: WebAssembly.Module, memory: WebAssembly.Memory): KernelExports {
+  const inst = new WebAssembly.Instance(module, { env: { memory } });
+  const ex = inst.exports as unknown as KernelExports;
+  if (ex.heap_base() > ARENA_RESERVED)
+    throw new WasteError('E_STATE', `the kernel module's static data (${ex.heap_base()} bytes) exceeds the arena's reserved ${ARENA_RESERVED}`);
+  return ex;
+}
