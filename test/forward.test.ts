@@ -9,20 +9,22 @@ import { ROOT, containerDigest, readF32, relErr, sameBits, synth } from './helpe
 
 describe('forward pass against the Python reference (golden files)', () => {
   for (const c of GOLDEN_CASES) {
-    it(`${c.name}: every position within 1e-4 of the float64 reference`, async () => {
-      const dir = synth(c.synth, c.name);
-      const meta = JSON.parse(fs.readFileSync(path.join(ROOT, 'test', 'golden', `${c.name}.json`), 'utf8'));
-      assert.equal(containerDigest(dir), meta.containerSha256, 'the synthetic generator changed; regenerate the goldens (tools/make-goldens.ts)');
-      const ref = readF32(path.join(ROOT, 'test', 'golden', `${c.name}.bin`));
-      const m = await Model.open(dir);
-      try {
-        const logits = await m.newSession().forward(c.ids, { allLogits: true });
-        const err = relErr(logits, ref);
-        assert.ok(err <= 1e-4, `max |Δ| / max |ref| = ${err}`);
-      } finally {
-        await m.close();
-      }
-    });
+    for (const kernels of ['wasm', 'typescript'] as const) {
+      it(`${c.name}, ${kernels} kernels: every position within 1e-4 of the float64 reference`, async () => {
+        const dir = synth(c.synth, c.name);
+        const meta = JSON.parse(fs.readFileSync(path.join(ROOT, 'test', 'golden', `${c.name}.json`), 'utf8'));
+        assert.equal(containerDigest(dir), meta.containerSha256, 'the synthetic generator changed; regenerate the goldens (tools/make-goldens.ts)');
+        const ref = readF32(path.join(ROOT, 'test', 'golden', `${c.name}.bin`));
+        const m = await Model.open(dir, { kernels });
+        try {
+          const logits = await m.newSession().forward(c.ids, { allLogits: true });
+          const err = relErr(logits, ref);
+          assert.ok(err <= 1e-4, `max |Δ| / max |ref| = ${err}`);
+        } finally {
+          await m.close();
+        }
+      });
+    }
   }
 });
 
@@ -87,6 +89,41 @@ describe('prefill and decode are the same computation', () => {
     } finally {
       await m.close();
     }
+  });
+});
+
+describe('threads never change a bit', () => {
+  // wide enough that the products really are split across threads
+  const dir = synth({ shape: 'tiny', seed: 13, config: GOLDEN_CASES[2].synth.config }, 'threads');
+  const ids = [1, 500, 22, 3, 300, 45, 6, 7, 88, 9, 10, 111, 12, 13, 140, 15, 16, 17, 180];
+
+  it('logits of every position are bit-identical for 1, 2, 3 and 4 threads', async () => {
+    const results: Float32Array[] = [];
+    for (const threads of [1, 2, 3, 4]) {
+      const m = await Model.open(dir, { threads, chunk: 8 });
+      try {
+        const s = m.newSession();
+        const all = await s.forward(ids, { allLogits: true });
+        const next = await s.forward([5]);
+        results.push(new Float32Array([...all, ...next]));
+      } finally {
+        await m.close();
+      }
+    }
+    for (let i = 1; i < results.length; i++) assert.ok(sameBits(results[i], results[0]), `${i + 1} threads differ from 1`);
+  });
+
+  it('the WebAssembly kernels agree with the TypeScript reference', async () => {
+    const run = async (kernels: 'wasm' | 'typescript') => {
+      const m = await Model.open(dir, { kernels });
+      try {
+        return await m.newSession().forward(ids, { allLogits: true });
+      } finally {
+        await m.close();
+      }
+    };
+    const err = relErr(await run('wasm'), await run('typescript'));
+    assert.ok(err <= 1e-5, `max |Δ| / max |ref| = ${err}`);
   });
 });
 

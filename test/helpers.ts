@@ -58,7 +58,7 @@ export function relErr(a: Float32Array, ref: Float32Array): number {
     d = Math.max(d, Math.abs(a[i] - ref[i]));
     m = Math.max(m, Math.abs(ref[i]));
   }
-  return d / m;
+  return d === 0 ? 0 : d / m;
 }
 
 export function sameBits(a: Float32Array, b: Float32Array): boolean {

@@ -1,0 +1,209 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { Fmt } from '../src/container/format.js';
+import { type Tensor, makeViews, storedSizes } from '../src/container/tensor.js';
+import { tsKernels } from '../src/kernels/ts/index.js';
+import type { Kernels, VqGeometry } from '../src/kernels/types.js';
+import { WasmKernels } from '../src/kernels/wasm/index.js';
+import { Arena } from '../src/memory/arena.js';
+import { encodeF16 } from '../src/util/f16.js';
+import { Rng } from '../src/util/prng.js';
+import { relErr, sameBits } from './helpers.js';
+
+/**
+ * Every WebAssembly kernel against its TypeScript reference on fresh random inputs of awkward sizes
+ * (not multiples of 4, 8, 64 or 128), and against itself with 1, 2 and 3 threads: bit-identical.
+ */
+const arena = new Arena(64 << 20);
+let rng = new Rng(Date.now() >>> 0);
+const seed = rng.u32();
+rng = new Rng(seed);
+let w1: WasmKernels;
+let w2: WasmKernels;
+let w3: WasmKernels;
+
+before(async () => {
+  w1 = await WasmKernels.create(1, [arena]);
+  w2 = await WasmKernels.create(2, [arena]);
+  w3 = await WasmKernels.create(3, [arena]);
+});
+after(async () => {
+  await Promise.all([w1.close(), w2.close(), w3.close()]);
+});
+
+function randF32(n: number, lo = -1, hi = 1): Float32Array {
+  const a = arena.allocF32(n);
+  for (let i = 0; i < n; i++) a[i] = rng.uniform(lo, hi);
+  return a;
+}
+
+function randTensor(fmt: number, rows: number, cols: number, group = 128): Tensor {
+  const s = storedSizes(fmt, rows, cols, group);
+  const off = arena.alloc(s.payload, 64);
+  const scaleOff = s.scaleBytes ? arena.alloc(s.scaleBytes, 64) : -1;
+  const t: Tensor = { name: 'test', fmt, shape: [rows, cols], rows, cols, group, groups: s.groups, rowBytes: s.rowBytes, arena, off, scaleOff };
+  makeViews(t);
+  if (t.f32) for (let i = 0; i < t.f32.length; i++) t.f32[i] = rng.uniform(-1, 1);
+  if (t.f16) for (let i = 0; i < t.f16.length; i++) t.f16[i] = encodeF16(rng.uniform(-1, 1));
+  if (t.q) {
+    rng.fillBytes(t.q);
+    for (let i = 0; i < t.scales!.length; i++) t.scales![i] = encodeF16(rng.uniform(0.001, 0.05));
+  }
+  return t;
+}
+
+/** Run `op` with each implementation on fresh copies of `outs`; the WASM results must agree. */
+function compare(name: string, outs: Float32Array[], op: (k: Kernels) => void, tol = 2e-5): void {
+  const init = outs.map((o) => o.slice());
+  const results = new Map<string, Float32Array[]>();
+  for (const [label, k] of [['ts', tsKernels], ['w1', w1], ['w2', w2], ['w3', w3]] as [string, Kernels][]) {
+    outs.forEach((o, i) => o.set(init[i]));
+    op(k);
+    results.set(label, outs.map((o) => o.slice()));
+  }
+  const ref = results.get('ts')!;
+  const one = results.get('w1')!;
+  ref.forEach((r, i) => {
+    const err = relErr(one[i], r);
+    assert.ok(err <= tol, `${name} [seed ${seed}]: output ${i} differs from the reference by ${err}`);
+  });
+  for (const label of ['w2', 'w3'])
+    results.get(label)!.forEach((o, i) => assert.ok(sameBits(o, one[i]), `${name} [seed ${seed}]: ${label} differs from 1 thread in output ${i}`));
+}
+
+const FORMATS: [string, number][] = [['F32', Fmt.F32], ['F16', Fmt.F16], ['Q8G', Fmt.Q8G], ['Q4G', Fmt.Q4G]];
+
+describe('kernels: WebAssembly vs TypeScript reference', () => {
+  for (const [fname, fmt] of FORMATS) {
+    it(`matmul ${fname}`, () => {
+      for (const [rows, cols, T] of [[1, 5, 1], [37, 131, 1], [129, 300, 3], [70, 1001, 2], [261, 257, 1]]) {
+        const w = randTensor(fmt, rows, cols);
+        const X = randF32(T * cols);
+        const Y = arena.allocF32(T * rows);
+        compare(`matmul ${fname} ${rows}×${cols}×${T}`, [Y], (k) => k.matmul(w, X, Y, T));
+      }
+    });
+    it(`matvecT ${fname}`, () => {
+      for (const [rows, cols, row0, n] of [[9, 13, 2, 5], [40, 131, 3, 33], [300, 517, 100, 129]]) {
+        const w = randTensor(fmt, rows, cols);
+        const c = randF32(n);
+        c[1] = 0; // zero coefficients are skipped
+        const y = arena.allocF32(cols);
+        compare(`matvecT ${fname} ${rows}×${cols}`, [y], (k) => k.matvecT(w, c, y, row0, n));
+      }
+    });
+  }
+
+  it('rmsnorm, siluMul, add', () => {
+    for (const n of [1, 7, 101, 1001]) {
+      const x = randF32(n, -3, 3);
+      const w = randF32(n);
+      const out = arena.allocF32(n + 5);
+      compare(`rmsnorm ${n}`, [out], (k) => k.rmsnorm(x, w, 1e-5, out, n, 0, 3));
+      const a = randF32(n, -8, 8);
+      const b = randF32(n);
+      compare(`siluMul ${n}`, [a], (k) => k.siluMul(a, b, n));
+      compare(`add ${n}`, [a], (k) => k.add(a, b, n));
+    }
+  });
+
+  it('vqLut', () => {
+    for (const [stages, entries, vecDim, vectors] of [[3, 256, 8, 37], [2, 13, 3, 11], [1, 256, 8, 1], [4, 64, 8, 129]]) {
+      const books = randF32(stages * vecDim * entries);
+      const x = randF32(vectors * vecDim, -2, 2);
+      const lut = arena.allocF32(vectors * stages * entries);
+      compare(`vqLut ${stages}×${entries}×${vecDim}`, [lut], (k) => k.vqLut(books, stages, entries, vecDim, x, vectors * vecDim, lut));
+    }
+  });
+
+  it('vqApply over blocked and row-major indices', () => {
+    for (const [rows, vectors, stages, entries, B] of [[130, 37, 3, 256, 64], [1, 5, 3, 256, 64], [67, 9, 2, 50, 64], [45, 13, 3, 256, 0], [100, 7, 3, 256, 7], [200, 288, 3, 256, 64]]) {
+      const g: VqGeometry = { stages, entries, vecDim: 8, indexBlock: B };
+      const padded = B > 0 ? Math.ceil(rows / B) * B : rows;
+      const idxBytes = padded * vectors * stages;
+      const recOff = arena.alloc(idxBytes + 2 * rows + 64, 4096);
+      const rec = arena.u8(recOff, idxBytes + 2 * rows + 64);
+      for (let i = 0; i < idxBytes; i++) rec[i + 48] = rng.int(entries);
+      const scaleOff = 48 + idxBytes;
+      for (let r = 0; r < rows; r++) {
+        const h = encodeF16(rng.uniform(0.01, 0.2));
+        rec[scaleOff + 2 * r] = h & 0xff;
+        rec[scaleOff + 2 * r + 1] = h >> 8;
+      }
+      const lut = randF32(vectors * stages * entries);
+      const y = arena.allocF32(rows);
+      compare(`vqApply ${rows} rows B=${B}`, [y], (k) => k.vqApply(rec, 48, scaleOff, rows, vectors * 8, g, lut, y));
+    }
+  });
+
+  it('kdaPrep, kdaStep, kdaOut', () => {
+    for (const [H, D, K] of [[3, 13, 4], [1, 5, 3], [5, 16, 1], [2, 33, 2]]) {
+      const C = H * D;
+      const q = randF32(C, -2, 2);
+      const k = randF32(C, -2, 2);
+      const v = randF32(C, -2, 2);
+      const taps = [randF32(C * K), randF32(C * K), randF32(C * K)] as [Float32Array, Float32Array, Float32Array];
+      const ring = randF32(3 * C * (K - 1));
+      const g = randF32(C, -3, 25);
+      const dtBias = randF32(C);
+      const aLog = randF32(H);
+      const beta = randF32(H, -3, 3);
+      compare(`kdaPrep ${H}×${D} K=${K}`, [q, k, v, g, beta, ring], (kk) => kk.kdaPrep({ q, k, v, taps, ring, C, K, g, dtBias, aLog, beta, H, D, l2eps: 1e-6 }), 1e-5);
+      const S = randF32(H * D * D, -0.5, 0.5);
+      const o = arena.allocF32(C);
+      const gl = randF32(C, -2, 0);
+      const b = randF32(H, 0, 1);
+      compare(`kdaStep ${H}×${D}`, [S, o], (kk) => kk.kdaStep(H, D, q, k, v, gl, b, S, o), 1e-5);
+      const gate = randF32(C, -3, 3);
+      const w = randF32(D);
+      compare(`kdaOut ${H}×${D}`, [o], (kk) => kk.kdaOut(o, gate, w, H, D, 1e-5));
+    }
+  });
+
+  for (const [fname, fmt] of FORMATS) {
+    it(`mlaHeads with kv_b in ${fname}`, () => {
+      for (const [heads, nope, rope, vh, kvl, n] of [[3, 7, 5, 9, 19, 1], [2, 16, 8, 16, 40, 30], [5, 3, 1, 2, 131, 7]]) {
+        const kvB = randTensor(fmt, heads * (nope + vh), kvl);
+        const q = randF32(heads * (nope + rope), -2, 2);
+        const cache = randF32(n * (kvl + rope));
+        const qLat = arena.allocF32(heads * kvl);
+        const scores = arena.allocF32(heads * n);
+        const ctx = arena.allocF32(heads * kvl);
+        const o = arena.allocF32(heads * vh);
+        compare(`mlaHeads ${fname} ${heads}h n=${n}`, [o, ctx], (k) => k.mlaHeads({ kvB, q, heads, nope, rope, vh, kvl, cache, n, scale: 0.3, qLat, scores, ctx, o }), 1e-5);
+      }
+    });
+  }
+
+  it('moeRoute and moeCombine', () => {
+    for (const [E, K] of [[37, 5], [8, 1], [3, 3]]) {
+      const logits = randF32(E, -4, 4);
+      const bias = randF32(E, -0.1, 0.1);
+      const idOff = arena.alloc(4 * K, 64);
+      const w = arena.allocF32(K);
+      for (const renorm of [true, false]) {
+        const ids = arena.i32(idOff, K);
+        const seen: Int32Array[] = [];
+        compare(`moeRoute E=${E} K=${K}`, [logits, w], (k) => {
+          k.moeRoute(logits, bias, E, K, ids, w, renorm, 2.446);
+          seen.push(ids.slice());
+        });
+        for (const s of seen) assert.deepEqual([...s], [...seen[0]], 'the same experts are chosen');
+        assert.equal(new Set(seen[0]).size, K);
+      }
+      const H = 101;
+      const eo = randF32(K * H);
+      const shared = randF32(H);
+      const out = arena.allocF32(H);
+      compare(`moeCombine K=${K}`, [out], (k) => k.moeCombine(out, eo, w, K, H, shared));
+      compare(`moeCombine K=${K} no shared`, [out], (k) => k.moeCombine(out, eo, w, K, H));
+    }
+  });
+
+  it('refuses buffers from another arena', () => {
+    const other = new Arena(1 << 20);
+    const w = randTensor(Fmt.F32, 4, 4);
+    const X = other.allocF32(4);
+    assert.throws(() => w1.matmul(w, X, arena.allocF32(4), 1), /kernel buffer X is in arena \d+, the call runs in arena \d+/);
+  });
+});
