@@ -88,27 +88,25 @@ export function moe_combine(out: usize, eo: usize, w: usize, K: i32, H: i32, sha
   }
 }
 
-/** Σ of v128 loads over [p, p + bytes) in 4 independent streams: the memory read bandwidth probe. */
-export function read_bw(p: usize, bytes: usize): f32 {
-  let a0 = f32x4.splat(0), a1 = f32x4.splat(0), a2 = f32x4.splat(0), a3 = f32x4.splat(0);
-  const q = bytes >> 2;
-  for (let i: usize = 0; i + 64 <= q; i += 64) {
-    a0 = f32x4.add(a0, v128.load(p + i));
-    a1 = f32x4.add(a1, v128.load(p + q + i));
-    a2 = f32x4.add(a2, v128.load(p + 2 * q + i));
-    a3 = f32x4.add(a3, v128.load(p + 3 * q + i));
-    a0 = f32x4.add(a0, v128.load(p + i, 16));
-    a1 = f32x4.add(a1, v128.load(p + q + i, 16));
-    a2 = f32x4.add(a2, v128.load(p + 2 * q + i, 16));
-    a3 = f32x4.add(a3, v128.load(p + 3 * q + i, 16));
-    a0 = f32x4.add(a0, v128.load(p + i, 32));
-    a1 = f32x4.add(a1, v128.load(p + q + i, 32));
-    a2 = f32x4.add(a2, v128.load(p + 2 * q + i, 32));
-    a3 = f32x4.add(a3, v128.load(p + 3 * q + i, 32));
-    a0 = f32x4.add(a0, v128.load(p + i, 48));
-    a1 = f32x4.add(a1, v128.load(p + q + i, 48));
-    a2 = f32x4.add(a2, v128.load(p + 2 * q + i, 48));
-    a3 = f32x4.add(a3, v128.load(p + 3 * q + i, 48));
+/**
+ * The memory read bandwidth probe: rows [r0, r1) of `rowBytes` each are summed with v128 loads in
+ * four independent streams, one float per row stored to `out` so nothing is optimised away.
+ */
+export function read_bw(p: usize, rowBytes: i32, out: usize, _tmp: usize, r0: i32, r1: i32): void {
+  const q = <usize>rowBytes >> 2;
+  for (let r = r0; r < r1; r++) {
+    const base = p + <usize>r * <usize>rowBytes;
+    let a0 = f32x4.splat(0), a1 = f32x4.splat(0), a2 = f32x4.splat(0), a3 = f32x4.splat(0);
+    for (let i: usize = 0; i + 32 <= q; i += 32) {
+      a0 = f32x4.add(a0, v128.load(base + i));
+      a1 = f32x4.add(a1, v128.load(base + q + i));
+      a2 = f32x4.add(a2, v128.load(base + 2 * q + i));
+      a3 = f32x4.add(a3, v128.load(base + 3 * q + i));
+      a0 = f32x4.add(a0, v128.load(base + i, 16));
+      a1 = f32x4.add(a1, v128.load(base + q + i, 16));
+      a2 = f32x4.add(a2, v128.load(base + 2 * q + i, 16));
+      a3 = f32x4.add(a3, v128.load(base + 3 * q + i, 16));
+    }
+    store<f32>(out + (<usize>r << 2), hsum(f32x4.add(f32x4.add(a0, a1), f32x4.add(a2, a3))));
   }
-  return hsum(f32x4.add(f32x4.add(a0, a1), f32x4.add(a2, a3)));
 }

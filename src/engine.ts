@@ -22,6 +22,8 @@ export interface OpenOptions {
   chunk?: number;
   /** Longest sequence any session may hold (default 4096). */
   maxContext?: number;
+  /** Cap on one arena's size (default: the 4 GiB a memory can address); for tests. */
+  arenaBytes?: number;
 }
 
 export interface SessionOptions {
@@ -68,7 +70,7 @@ export class Model {
       for (const b of container.banks.values()) stride = Math.max(stride, b.stride);
       const perArena =
         KimiLinearModel.scratchBytes(cfg, chunk, maxContext, container.quant) + stride + 4096 + threads * KERNEL_TMP_PER_THREAD + 4096;
-      const weights = loadWeights(container, cfg, perArena);
+      const weights = loadWeights(container, cfg, perArena, opts.arenaBytes);
       // Expert records land in the arena of the layer that computes with them.
       const staging = new Map<Arena, Uint8Array>();
       if (stride) for (const a of weights.arenas) staging.set(a, a.u8(a.alloc(stride, 4096), stride));
@@ -91,6 +93,11 @@ export class Model {
     const state = i >= 0 ? this.freeStates.splice(i, 1)[0] : this.net.newState(ctx);
     state.reset();
     return new Session(this.net, state, (s) => this.freeStates.push(s));
+  }
+
+  /** The memories holding the trunk, scratch and session state. */
+  get arenas(): readonly Arena[] {
+    return this.net.weights.arenas;
   }
 
   get expertStats(): ExpertStats {

@@ -113,6 +113,22 @@ describe('threads never change a bit', () => {
     for (let i = 1; i < results.length; i++) assert.ok(sameBits(results[i], results[0]), `${i + 1} threads differ from 1`);
   });
 
+  it('spreading the trunk over many arenas changes nothing', async () => {
+    const run = async (arenaBytes?: number) => {
+      const m = await Model.open(dir, { arenaBytes, threads: 2 });
+      try {
+        return { n: m.arenas.length, logits: await m.newSession().forward(ids, { allLogits: true }) };
+      } finally {
+        await m.close();
+      }
+    };
+    const one = await run();
+    const many = await run(5 << 20);
+    assert.equal(one.n, 1);
+    assert.ok(many.n >= 3, `${many.n} arenas`);
+    assert.ok(sameBits(many.logits, one.logits));
+  });
+
   it('the WebAssembly kernels agree with the TypeScript reference', async () => {
     const run = async (kernels: 'wasm' | 'typescript') => {
       const m = await Model.open(dir, { kernels });

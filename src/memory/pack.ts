@@ -4,14 +4,16 @@ import { unsupported } from '../util/errors.js';
 /**
  * Pack groups of allocations into as few arenas as possible, in order, never splitting a group:
  * what one kernel call touches (a layer's weights and its scratch) lives in one memory. Each arena
- * also gets `perArena` bytes (its scratch). Returns the arenas and, per group, its arena.
+ * also gets `perArena` bytes (its scratch). `arenaBytes` caps an arena below the 4 GiB a memory
+ * can address (tests use it to exercise many arenas on a small model). Returns the arenas and,
+ * per group, its arena.
  */
-export function packGroups(sizes: number[], perArena: number): { arenas: Arena[]; of: Arena[] } {
-  const limit = MAX_ARENA_BYTES - ARENA_RESERVED - perArena;
+export function packGroups(sizes: number[], perArena: number, arenaBytes = MAX_ARENA_BYTES): { arenas: Arena[]; of: Arena[] } {
+  const limit = Math.min(arenaBytes, MAX_ARENA_BYTES) - ARENA_RESERVED - perArena;
   const plans: { bytes: number; groups: number[] }[] = [];
   let cur: { bytes: number; groups: number[] } | undefined;
   sizes.forEach((bytes, g) => {
-    if (bytes > limit) throw unsupported(`a layer's resident weights (${bytes} bytes) must fit in one 4 GiB memory`);
+    if (bytes > limit) throw unsupported(`a layer's resident weights (${bytes} bytes) must fit in one memory of ${limit} bytes`);
     if (!cur || cur.bytes + bytes > limit) plans.push((cur = { bytes: 0, groups: [] }));
     cur.bytes += bytes;
     cur.groups.push(g);

@@ -26,9 +26,10 @@ export interface SynthOptions {
   /**
    * How trunk matrices are stored: 'converter' writes what `waste convert` writes (F32 below
    * 65,536 values, Q8G for the embedding and the head, Q4G for the rest); 'mixed' cycles every
-   * matrix through F32, F16, Q8G and Q4G so each compute path is exercised.
+   * matrix through F32, F16, Q8G and Q4G so each compute path is exercised; 'f32' stores every
+   * matrix as F32 (a large resident trunk, e.g. to exceed 4 GiB).
    */
-  trunkFormats?: 'converter' | 'mixed';
+  trunkFormats?: 'converter' | 'mixed' | 'f32';
   /** Extra or replaced config keys (e.g. awkward dimensions for a test). */
   config?: JsonObject;
   /** Replace an existing non-empty directory. */
@@ -125,7 +126,8 @@ export function writeSyntheticContainer(dir: string, opts: SynthOptions = {}): K
   const rawCfg = synthConfig(opts);
   const cfg = parseKimiLinearConfig(Fields.root('synthetic config', rawCfg));
   const rng = new Rng(opts.seed ?? 0);
-  const mixed = (opts.trunkFormats ?? (opts.shape === 'kimi-linear' ? 'converter' : 'mixed')) === 'mixed';
+  const formats = opts.trunkFormats ?? (opts.shape === 'kimi-linear' ? 'converter' : 'mixed');
+  const mixed = formats === 'mixed';
   prepareDir(dir, opts.force ?? false);
 
   const layout = recordLayout(cfg.hidden, cfg.moe.inter, QUANT);
@@ -143,7 +145,7 @@ export function writeSyntheticContainer(dir: string, opts: SynthOptions = {}): K
   const matrix = (name: string, rows: number, cols: number, std: number) => {
     const fmt = mixed
       ? [Fmt.Q4G, Fmt.Q8G, Fmt.F16, Fmt.F32][matrixCount++ % 4]
-      : rows * cols < 65536
+      : formats === 'f32' || rows * cols < 65536
         ? Fmt.F32
         : /(embed_tokens|lm_head)\.weight$/.test(name)
           ? Fmt.Q8G

@@ -14,13 +14,13 @@ export function registerSynth(program: Command): void {
     .option('--experts <n>', 'routed experts per MoE layer', intArg(1, 65536))
     .option('--seed <n>', 'random seed (same seed, same bytes)', intArg(0, 2 ** 32 - 1), 0)
     .addOption(
-      new Option('--trunk-formats <how>', 'converter: what waste convert writes; mixed: every matrix format in turn')
-        .choices(['converter', 'mixed']),
+      new Option('--trunk-formats <how>', 'converter: what waste convert writes; mixed: every matrix format in turn; f32: all F32 (default: converter for kimi-linear, mixed for tiny)')
+        .choices(['converter', 'mixed', 'f32']),
     )
     .option('--force', 'replace a non-empty output directory', false)
     .option('-q, --quiet', 'no progress output', false)
     .action(
-      (out: string, o: { shape: ShapeName; layers?: number; experts?: number; seed: number; trunkFormats?: 'converter' | 'mixed'; force: boolean; quiet: boolean }) => {
+      (out: string, o: { shape: ShapeName; layers?: number; experts?: number; seed: number; trunkFormats?: 'converter' | 'mixed' | 'f32'; force: boolean; quiet: boolean }) => {
         const bar = new Progress('synth', 1, o.quiet);
         const cfg = writeSyntheticContainer(out, {
           shape: o.shape,

@@ -174,8 +174,8 @@ export class WasmKernels implements Kernels {
     this.bind(a).ex.moe_combine(this.at(out, a, 'out'), this.at(eo, a, 'eo'), this.at(w, a, 'w'), K, H, shared ? this.at(shared, a, 'shared') : 0);
   }
 
-  /** Memory read bandwidth probe over `bytes` of `arena` starting at `off` (for the bench). */
-  readBandwidth(arena: Arena, off: number, bytes: number): number {
-    return this.bind(arena).ex.read_bw(off, bytes);
+  /** Memory read bandwidth probe: sums `rows` rows of `rowBytes` at `off` in `arena` (for the bench). */
+  readBandwidth(arena: Arena, off: number, rowBytes: number, rows: number, out: Float32Array): void {
+    this.run('read_bw', arena, [off, rowBytes, this.at(out, arena, 'out')], rows, 1, rows * rowBytes);
   }
 }

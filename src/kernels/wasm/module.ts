@@ -36,12 +36,12 @@ export type KernelExports = {
   add: (...a: number[]) => void;
   moe_route: (...a: number[]) => void;
   moe_combine: (...a: number[]) => void;
-  read_bw: (p: number, bytes: number) => number;
+  read_bw: (...a: number[]) => void;
   heap_base: () => number;
 };
 
 /** Kernels the pool can split across threads: their last three parameters are (tmp, begin, end). */
-export const PARALLEL_KERNELS = ['mm', 'mvt', 'vq_lut', 'vq_apply', 'kda_step', 'mla_heads'] as const;
+export const PARALLEL_KERNELS = ['mm', 'mvt', 'vq_lut', 'vq_apply', 'kda_step', 'mla_heads', 'read_bw'] as const;
 export type ParallelKernel = (typeof PARALLEL_KERNELS)[number];
 
 export function instantiate(module: WebAssembly.Module, memory: WebAssembly.Memory): KernelExports {

@@ -161,7 +161,7 @@ function layerLayout<M>(cfg: KimiLinearConfig, L: number, b: Binder<M>) {
  * Check the trunk against the config, then load it into arenas. `perArena` bytes are reserved in
  * every arena for the forward pass's scratch.
  */
-export function loadWeights(c: Container, cfg: KimiLinearConfig, perArena: number): KimiLinearWeights {
+export function loadWeights(c: Container, cfg: KimiLinearConfig, perArena: number, arenaBytes?: number): KimiLinearWeights {
   const prefix = c.manifest.tensorPrefix;
   const entry = (name: string): TrunkEntry => {
     const e = c.tensors.get(prefix + name);
@@ -216,7 +216,7 @@ export function loadWeights(c: Container, cfg: KimiLinearConfig, perArena: numbe
   groupBytes.push(bytes);
 
   // Pass 2: allocate and read, each group in its arena.
-  const { arenas, of } = packGroups(groupBytes, perArena);
+  const { arenas, of } = packGroups(groupBytes, perArena, arenaBytes);
   let arena: Arena = of[0];
   const loader: Binder<Tensor> = {
     has: planner.has,
