@@ -2,6 +2,7 @@
 // A row's dot product always runs the same sequence of operations, so a batched call, a single
 // row and any split of rows across threads give bit-identical results.
 import { F16, F32, Q4G, Q8G, f16, f16x8hi, f16x8lo, hsum, weightAt } from './common';
+import { prepStride } from './prep';
 
 // @ts-ignore: decorator
 @inline function dotF32(w: usize, x: usize, cols: i32): f32 {
@@ -34,86 +35,137 @@ import { F16, F32, Q4G, Q8G, f16, f16x8hi, f16x8lo, hsum, weightAt } from './com
   return s;
 }
 
-/** One group of int8 weights (n valid values) against f32 activations. */
+// Combine one group's exact lane sums (A·2^15 + B per lane) times the group's factor into two f64x2
+// accumulators: every step is fixed, so a row's value never depends on who computes it.
 // @ts-ignore: decorator
-@inline function groupQ8(w: usize, x: usize, n: i32): f32 {
-  let a0 = f32x4.splat(0), a1 = f32x4.splat(0), a2 = f32x4.splat(0), a3 = f32x4.splat(0);
-  let i = 0;
-  for (; i + 16 <= n; i += 16) {
-    const v = v128.load(w + <usize>i);
-    const xo = x + (<usize>i << 2);
-    const lo = i16x8.extend_low_i8x16_s(v);
-    const hi = i16x8.extend_high_i8x16_s(v);
-    a0 = f32x4.add(a0, f32x4.mul(f32x4.convert_i32x4_s(i32x4.extend_low_i16x8_s(lo)), v128.load(xo)));
-    a1 = f32x4.add(a1, f32x4.mul(f32x4.convert_i32x4_s(i32x4.extend_high_i16x8_s(lo)), v128.load(xo, 16)));
-    a2 = f32x4.add(a2, f32x4.mul(f32x4.convert_i32x4_s(i32x4.extend_low_i16x8_s(hi)), v128.load(xo, 32)));
-    a3 = f32x4.add(a3, f32x4.mul(f32x4.convert_i32x4_s(i32x4.extend_high_i16x8_s(hi)), v128.load(xo, 48)));
-  }
-  let s = hsum(f32x4.add(f32x4.add(a0, a1), f32x4.add(a2, a3)));
-  for (; i < n; i++) s += <f32>load<i8>(w + <usize>i) * load<f32>(x + (<usize>i << 2));
-  return s;
+@inline function combine(acc: v128, a: v128, b: v128, f: v128): v128 {
+  const lo = f64x2.add(f64x2.mul(f64x2.convert_low_i32x4_s(a), f64x2.splat(32768.0)), f64x2.convert_low_i32x4_s(b));
+  return f64x2.add(acc, f64x2.mul(lo, f));
+}
+// @ts-ignore: decorator
+@inline function combineHigh(acc: v128, a: v128, b: v128, f: v128): v128 {
+  const ah = i8x16.shuffle(a, a, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7);
+  const bh = i8x16.shuffle(b, b, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7);
+  const hi = f64x2.add(f64x2.mul(f64x2.convert_low_i32x4_s(ah), f64x2.splat(32768.0)), f64x2.convert_low_i32x4_s(bh));
+  return f64x2.add(acc, f64x2.mul(hi, f));
 }
 
-/** One group of 4-bit weights (two per byte, even element in the low nibble, stored q + 8). */
+/** Row of int8 weights · prepared activations (G a multiple of 32; padding activations are 0). */
 // @ts-ignore: decorator
-@inline function groupQ4(w: usize, x: usize, n: i32): f32 {
-  let a0 = f32x4.splat(0), a1 = f32x4.splat(0), a2 = f32x4.splat(0), a3 = f32x4.splat(0);
+@inline function dotQ8(row: usize, sc: usize, p: usize, groups: i32, G: i32): f32 {
+  const n = <usize>groups * <usize>G;
+  const H = p;
+  const L = p + n * 2;
+  const F = p + n * 4;
+  let acc0 = f64x2.splat(0), acc1 = f64x2.splat(0);
+  for (let g = 0; g < groups; g++) {
+    const c0 = <usize>g * <usize>G;
+    const w = row + c0;
+    const h = H + c0 * 2;
+    const l = L + c0 * 2;
+    let ah0 = i32x4.splat(0), ah1 = i32x4.splat(0), al0 = i32x4.splat(0), al1 = i32x4.splat(0);
+    for (let i = 0; i < G; i += 16) {
+      const v = v128.load(w + <usize>i);
+      const lo = i16x8.extend_low_i8x16_s(v);
+      const hi = i16x8.extend_high_i8x16_s(v);
+      const o = <usize>i << 1;
+      ah0 = i32x4.add(ah0, i32x4.dot_i16x8_s(lo, v128.load(h + o)));
+      ah1 = i32x4.add(ah1, i32x4.dot_i16x8_s(hi, v128.load(h + o, 16)));
+      al0 = i32x4.add(al0, i32x4.dot_i16x8_s(lo, v128.load(l + o)));
+      al1 = i32x4.add(al1, i32x4.dot_i16x8_s(hi, v128.load(l + o, 16)));
+    }
+    const f = f64x2.splat(<f64>f16(<u32>load<u16>(sc + (<usize>g << 1))) * load<f64>(F + (<usize>g << 3)));
+    const a = i32x4.add(ah0, ah1);
+    const b = i32x4.add(al0, al1);
+    acc0 = combine(acc0, a, b, f);
+    acc1 = combineHigh(acc1, a, b, f);
+  }
+  const t = f64x2.add(acc0, acc1);
+  return <f32>(f64x2.extract_lane(t, 0) + f64x2.extract_lane(t, 1));
+}
+
+/**
+ * Row of 4-bit weights (two per byte, even element in the low nibble, stored q + 8) · prepared
+ * activations in nibble order: the nibbles multiply unsigned and 8·(2^15·ΣH + ΣL) is taken off.
+ */
+// @ts-ignore: decorator
+@inline function dotQ4(row: usize, sc: usize, p: usize, groups: i32, G: i32): f32 {
+  const n = <usize>groups * <usize>G;
+  const H = p;
+  const L = p + n * 2;
+  const F = p + n * 4;
+  const SH = F + <usize>groups * 8;
+  const SL = SH + <usize>groups * 4;
   const mask = i8x16.splat(0x0f);
-  const eight = i8x16.splat(8);
-  let i = 0;
-  for (; i + 32 <= n; i += 32) {
-    const b = v128.load(w + (<usize>i >> 1));
-    const lo = v128.and(b, mask);
-    const hi = i8x16.shr_u(b, 4);
-    const e0 = i8x16.sub(i8x16.shuffle(lo, hi, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23), eight);
-    const e1 = i8x16.sub(i8x16.shuffle(lo, hi, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31), eight);
-    const xo = x + (<usize>i << 2);
-    let l = i16x8.extend_low_i8x16_s(e0);
-    let h = i16x8.extend_high_i8x16_s(e0);
-    a0 = f32x4.add(a0, f32x4.mul(f32x4.convert_i32x4_s(i32x4.extend_low_i16x8_s(l)), v128.load(xo)));
-    a1 = f32x4.add(a1, f32x4.mul(f32x4.convert_i32x4_s(i32x4.extend_high_i16x8_s(l)), v128.load(xo, 16)));
-    a2 = f32x4.add(a2, f32x4.mul(f32x4.convert_i32x4_s(i32x4.extend_low_i16x8_s(h)), v128.load(xo, 32)));
-    a3 = f32x4.add(a3, f32x4.mul(f32x4.convert_i32x4_s(i32x4.extend_high_i16x8_s(h)), v128.load(xo, 48)));
-    l = i16x8.extend_low_i8x16_s(e1);
-    h = i16x8.extend_high_i8x16_s(e1);
-    a0 = f32x4.add(a0, f32x4.mul(f32x4.convert_i32x4_s(i32x4.extend_low_i16x8_s(l)), v128.load(xo, 64)));
-    a1 = f32x4.add(a1, f32x4.mul(f32x4.convert_i32x4_s(i32x4.extend_high_i16x8_s(l)), v128.load(xo, 80)));
-    a2 = f32x4.add(a2, f32x4.mul(f32x4.convert_i32x4_s(i32x4.extend_low_i16x8_s(h)), v128.load(xo, 96)));
-    a3 = f32x4.add(a3, f32x4.mul(f32x4.convert_i32x4_s(i32x4.extend_high_i16x8_s(h)), v128.load(xo, 112)));
+  let acc0 = f64x2.splat(0), acc1 = f64x2.splat(0);
+  let corr: f64 = 0;
+  for (let g = 0; g < groups; g++) {
+    const c0 = <usize>g * <usize>G;
+    const w = row + (c0 >> 1);
+    const h = H + c0 * 2;
+    const l = L + c0 * 2;
+    let ah0 = i32x4.splat(0), ah1 = i32x4.splat(0), al0 = i32x4.splat(0), al1 = i32x4.splat(0);
+    for (let i = 0; i < G; i += 32) {
+      const b = v128.load(w + (<usize>i >> 1));
+      const lo = v128.and(b, mask);
+      const hi = i8x16.shr_u(b, 4);
+      const e0 = i16x8.extend_low_i8x16_u(lo);
+      const e1 = i16x8.extend_high_i8x16_u(lo);
+      const o0 = i16x8.extend_low_i8x16_u(hi);
+      const o1 = i16x8.extend_high_i8x16_u(hi);
+      const o = <usize>i << 1;
+      ah0 = i32x4.add(ah0, i32x4.add(i32x4.dot_i16x8_s(e0, v128.load(h + o)), i32x4.dot_i16x8_s(e1, v128.load(h + o, 16))));
+      ah1 = i32x4.add(ah1, i32x4.add(i32x4.dot_i16x8_s(o0, v128.load(h + o, 32)), i32x4.dot_i16x8_s(o1, v128.load(h + o, 48))));
+      al0 = i32x4.add(al0, i32x4.add(i32x4.dot_i16x8_s(e0, v128.load(l + o)), i32x4.dot_i16x8_s(e1, v128.load(l + o, 16))));
+      al1 = i32x4.add(al1, i32x4.add(i32x4.dot_i16x8_s(o0, v128.load(l + o, 32)), i32x4.dot_i16x8_s(o1, v128.load(l + o, 48))));
+    }
+    const fs = <f64>f16(<u32>load<u16>(sc + (<usize>g << 1))) * load<f64>(F + (<usize>g << 3));
+    const f = f64x2.splat(fs);
+    const a = i32x4.add(ah0, ah1);
+    const b = i32x4.add(al0, al1);
+    acc0 = combine(acc0, a, b, f);
+    acc1 = combineHigh(acc1, a, b, f);
+    corr += fs * (8.0 * (<f64>load<i32>(SH + (<usize>g << 2)) * 32768.0 + <f64>load<i32>(SL + (<usize>g << 2))));
   }
-  let s = hsum(f32x4.add(f32x4.add(a0, a1), f32x4.add(a2, a3)));
-  for (; i < n; i++) {
-    const b = <i32>load<u8>(w + (<usize>i >> 1));
-    s += <f32>(((i & 1) ? b >> 4 : b & 15) - 8) * load<f32>(x + (<usize>i << 2));
-  }
-  return s;
+  const t = f64x2.add(acc0, acc1);
+  return <f32>((f64x2.extract_lane(t, 0) + f64x2.extract_lane(t, 1)) - corr);
 }
 
-/** Row r of a stored matrix · x (the same arithmetic wherever it is called from). */
+/**
+ * Row r of a stored matrix · one activation vector: x (f32) for F32/F16 rows, its prepared integer
+ * form p (see prep.ts) for Q8G/Q4G rows. The same arithmetic wherever it is called from.
+ */
 // @ts-ignore: decorator
-@inline export function dotRow(fmt: i32, W: usize, S: usize, r: i32, x: usize, cols: i32, rowBytes: i32, groups: i32, G: i32): f32 {
+@inline export function dotRow(fmt: i32, W: usize, S: usize, r: i32, x: usize, p: usize, cols: i32, rowBytes: i32, groups: i32, G: i32): f32 {
   if (fmt == F32) return dotF32(W + <usize>r * <usize>cols * 4, x, cols);
   if (fmt == F16) return dotF16(W + <usize>r * <usize>cols * 2, x, cols);
   const row = W + <usize>r * <usize>rowBytes;
   const sc = S + <usize>r * <usize>groups * 2;
-  let s: f32 = 0;
-  for (let g = 0; g < groups; g++) {
-    const c0 = g * G;
-    const n = min(G, cols - c0);
-    const p = fmt == Q8G ? groupQ8(row + <usize>c0, x + (<usize>c0 << 2), n) : groupQ4(row + (<usize>c0 >> 1), x + (<usize>c0 << 2), n);
-    s += f16(<u32>load<u16>(sc + (<usize>g << 1))) * p;
-  }
-  return s;
+  return fmt == Q8G ? dotQ8(row, sc, p, groups, G) : dotQ4(row, sc, p, groups, G);
 }
 
 /**
  * Y[t·ystride + r] = W[r] · X[t·cols …] for r in [r0, r1), t < T. The row stays in cache across
- * the T tokens; T = 1 is a matrix-vector product.
+ * the T tokens; T = 1 is a matrix-vector product. For Q8G/Q4G, P holds the T activation vectors
+ * prepared by act_prep (same G, and the Q4 order for Q4G).
  */
-export function mm(fmt: i32, W: usize, S: usize, X: usize, Y: usize, ystride: i32, cols: i32, rowBytes: i32, groups: i32, G: i32, T: i32, _tmp: usize, r0: i32, r1: i32): void {
+export function mm(fmt: i32, W: usize, S: usize, X: usize, P: usize, Y: usize, ystride: i32, cols: i32, rowBytes: i32, groups: i32, G: i32, T: i32, _tmp: usize, r0: i32, r1: i32): void {
+  if (fmt == Q8G || fmt == Q4G) {
+    const pstride = prepStride(cols, G);
+    for (let r = r0; r < r1; r++) {
+      const row = W + <usize>r * <usize>rowBytes;
+      const sc = S + <usize>r * <usize>groups * 2;
+      for (let t = 0; t < T; t++) {
+        const p = P + <usize>t * pstride;
+        const v = fmt == Q8G ? dotQ8(row, sc, p, groups, G) : dotQ4(row, sc, p, groups, G);
+        store<f32>(Y + ((<usize>t * <usize>ystride + <usize>r) << 2), v);
+      }
+    }
+    return;
+  }
   for (let r = r0; r < r1; r++) {
     for (let t = 0; t < T; t++) {
-      store<f32>(Y + ((<usize>t * <usize>ystride + <usize>r) << 2), dotRow(fmt, W, S, r, X + <usize>t * <usize>cols * 4, cols, rowBytes, groups, G));
+      store<f32>(Y + ((<usize>t * <usize>ystride + <usize>r) << 2), dotRow(fmt, W, S, r, X + <usize>t * <usize>cols * 4, 0, cols, rowBytes, groups, G));
     }
   }
 }

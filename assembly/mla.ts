@@ -1,6 +1,7 @@
 // Multi-head latent attention without RoPE over the cache of compressed latents, with kv_b_proj
 // absorbed into the query (W_UK) and the output (W_UV): per head, one pass, no decompressed K or V.
-import { hsum } from './common';
+import { Q4G, Q8G, hsum } from './common';
+import { act_prep } from './prep';
 import { dotRow, mvt } from './matmul';
 
 // @ts-ignore: decorator
@@ -57,8 +58,9 @@ export function mla_heads(fmt: i32, W: usize, S: usize, rowBytes: i32, groups: i
       }
       for (; j < kvl; j++) store<f32>(cx + (<usize>j << 2), load<f32>(cx + (<usize>j << 2)) + ps * load<f32>(c + (<usize>j << 2)));
     }
+    if (fmt == Q8G || fmt == Q4G) act_prep(cx, kvl, G, fmt == Q4G ? 1 : 0, 1, tmp);
     for (let i = 0; i < vh; i++) {
-      store<f32>(o + (<usize>(h * vh + i) << 2), dotRow(fmt, W, S, wrow + nope + i, cx, kvl, rowBytes, groups, G));
+      store<f32>(o + (<usize>(h * vh + i) << 2), dotRow(fmt, W, S, wrow + nope + i, cx, tmp, kvl, rowBytes, groups, G));
     }
   }
 }

@@ -8,7 +8,7 @@ import { KimiLinearModel } from './model/kimi-linear/forward.js';
 import type { KimiLinearState } from './model/kimi-linear/state.js';
 import { loadWeights } from './model/kimi-linear/weights.js';
 import type { KimiLinearConfig } from './model/kimi-linear/config.js';
-import { DirectExpertReader, type ExpertStats } from './runtime/experts.js';
+import { DirectExpertReader, type ExpertSource, type ExpertStats, PreloadedExperts } from './runtime/experts.js';
 import { WasteError } from './util/errors.js';
 
 export interface OpenOptions {
@@ -24,6 +24,8 @@ export interface OpenOptions {
   maxContext?: number;
   /** Cap on one arena's size (default: the 4 GiB a memory can address); for tests. */
   arenaBytes?: number;
+  /** Read every expert into memory at open instead of from disk per use (benchmarks, small models). */
+  preloadExperts?: boolean;
 }
 
 export interface SessionOptions {
@@ -41,11 +43,11 @@ export class Model {
   readonly kernels: Kernels;
   readonly threads: number;
   private readonly net: KimiLinearModel;
-  private readonly reader: DirectExpertReader;
+  private readonly reader: ExpertSource;
   private readonly freeStates: KimiLinearState[] = [];
   private closed = false;
 
-  private constructor(container: Container, net: KimiLinearModel, reader: DirectExpertReader, kernels: Kernels, threads: number) {
+  private constructor(container: Container, net: KimiLinearModel, reader: ExpertSource, kernels: Kernels, threads: number) {
     this.container = container;
     this.config = container.config;
     this.net = net;
@@ -75,7 +77,9 @@ export class Model {
       const staging = new Map<Arena, Uint8Array>();
       if (stride) for (const a of weights.arenas) staging.set(a, a.u8(a.alloc(stride, 4096), stride));
       kernels = opts.kernels === 'typescript' ? tsKernels : await WasmKernels.create(threads, weights.arenas);
-      const reader = new DirectExpertReader(container, opts.verify ?? false, (L) => staging.get(weights.layers[L].arena)!);
+      const reader: ExpertSource = opts.preloadExperts
+        ? new PreloadedExperts(container, opts.verify ?? false, (L) => weights.layers[L].arena)
+        : new DirectExpertReader(container, opts.verify ?? false, (L) => staging.get(weights.layers[L].arena)!);
       const net = new KimiLinearModel(container, weights, kernels, reader, chunk, maxContext);
       return new Model(container, net, reader, kernels, opts.kernels === 'typescript' ? 1 : threads);
     } catch (e) {
@@ -93,6 +97,11 @@ export class Model {
     const state = i >= 0 ? this.freeStates.splice(i, 1)[0] : this.net.newState(ctx);
     state.reset();
     return new Session(this.net, state, (s) => this.freeStates.push(s));
+  }
+
+  /** Start adding up wall time per phase ("kda", "mla", "moe", "dense", "head", in ms); returns the tally. */
+  profile(): Record<string, number> {
+    return (this.net.profile = {});
   }
 
   /** The memories holding the trunk, scratch and session state. */

@@ -81,6 +81,14 @@ describe('CLI', () => {
     assertCleanFailure(waste('info', '/no/such/dir'), 1, /^waste: \/no\/such\/dir: no such file/);
   });
 
+  it('bench runs and reports as JSON (speed is not asserted: benchmarks are not tests)', () => {
+    const r = waste('bench', '--dispatch', '--quick', '--json');
+    assert.equal(r.code, 0, r.err);
+    const j = JSON.parse(r.out);
+    assert.ok(j.dispatch.tokensPerSecond[1] > 0 && j.dispatch.tokensPerSecond[2] > 0);
+    assert.equal(waste('bench').code, 2);
+  });
+
   it('usage errors exit 2', () => {
     assert.equal(waste('logits', model, '--ids', 'abc', '--out', '/tmp/x').code, 2);
     assert.equal(waste('logits', model, '--out', '/tmp/x').code, 2);

@@ -2,8 +2,12 @@
  * `npm run bench -- <what>`: benchmarks print a table (and JSON with --json). They are not tests:
  * they measure ratios side by side in one run, on this machine.
  *   kernels    kernel throughput next to the arena's measured memory read bandwidth
+ *   layers     decode with real Kimi-Linear shapes, all experts in memory: ms per layer vs the floor
+ *   dispatch   tiny-model decode with 1 and 2 threads (what the worker pool costs)
  */
+import { benchDispatch, renderDispatch } from './dispatch.js';
 import { benchKernels, renderKernelBench } from './kernels.js';
+import { benchLayers, renderLayerBench } from './layers.js';
 
 const args = process.argv.slice(2);
 const what = args.find((a) => !a.startsWith('-')) ?? 'kernels';
@@ -13,7 +17,13 @@ const quick = args.includes('--quick');
 if (what === 'kernels') {
   const r = await benchKernels({ quick, log: (s) => process.stderr.write(`${s}\n`) });
   process.stdout.write(json ? JSON.stringify(r, null, 2) + '\n' : renderKernelBench(r));
+} else if (what === 'layers') {
+  const r = await benchLayers({ log: (s) => process.stderr.write(`${s}\n`) });
+  process.stdout.write(json ? JSON.stringify(r, null, 2) + '\n' : renderLayerBench(r));
+} else if (what === 'dispatch') {
+  const r = await benchDispatch();
+  process.stdout.write(json ? JSON.stringify(r, null, 2) + '\n' : renderDispatch(r));
 } else {
-  process.stderr.write(`unknown benchmark "${what}" (available: kernels)\n`);
+  process.stderr.write(`unknown benchmark "${what}" (available: kernels, layers, dispatch)\n`);
   process.exitCode = 2;
 }

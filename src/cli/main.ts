@@ -1,5 +1,6 @@
 import { Command, CommanderError } from 'commander';
 import { WasteError } from '../util/errors.js';
+import { registerBench } from './commands/bench.js';
 import { registerInfo } from './commands/info.js';
 import { registerLogits } from './commands/logits.js';
 import { registerSynth } from './commands/synth.js';
@@ -18,6 +19,7 @@ export async function main(argv: string[]): Promise<number> {
   registerLogits(program);
   registerVerify(program);
   registerSynth(program);
+  registerBench(program);
   try {
     await program.parseAsync(argv);
     return typeof process.exitCode === 'number' ? process.exitCode : 0;

@@ -115,8 +115,9 @@ export function parseManifest(text: string): Manifest {
     };
     if (fmt === Fmt.Q8G || fmt === Fmt.Q4G) {
       entry.group = t.int('group', 1, 65536, 128);
-      if (entry.group % 32 !== 0)
-        throw unsupported(`${MANIFEST}: trunk[${i}] (${name}) has group ${entry.group}; groups must be a multiple of 32`);
+      // the kernels' exact integer sums are sized for groups of at most 1024 (the format writes 128)
+      if (entry.group % 32 !== 0 || entry.group > 1024)
+        throw unsupported(`${MANIFEST}: trunk[${i}] (${name}) has group ${entry.group}; groups must be a multiple of 32, at most 1024`);
       entry.scaleOff = t.int('scale_off', 0, Number.MAX_SAFE_INTEGER);
     } else if (fmt !== Fmt.F32 && fmt !== Fmt.F16) {
       throw unsupported(`${MANIFEST}: trunk[${i}] (${name}) is stored as ${fmtName(fmt)}; trunk tensors may be F32, F16, Q8G or Q4G`);

@@ -1,4 +1,5 @@
 import type { Container } from '../container/open.js';
+import type { Arena } from '../memory/arena.js';
 import { WasteError } from '../util/errors.js';
 
 /**
@@ -33,5 +34,33 @@ export class DirectExpertReader implements ExpertSource {
     this.stats.reads++;
     this.stats.bytesRead += bank.stride;
     return rec;
+  }
+}
+
+/**
+ * Every expert of every layer read into memory at open, in the arena of its layer: "everything
+ * cached", for benchmarks and for models small enough to hold whole. Each record is checked once.
+ */
+export class PreloadedExperts implements ExpertSource {
+  readonly stats: ExpertStats = { reads: 0, bytesRead: 0 };
+  private readonly records = new Map<number, Uint8Array>();
+  private readonly strides = new Map<number, number>();
+
+  constructor(container: Container, verify: boolean, arenaOf: (layer: number) => Arena) {
+    for (const [layer, bank] of container.banks) {
+      const arena = arenaOf(layer);
+      const bytes = bank.stride * bank.experts;
+      const all = arena.u8(arena.alloc(bytes, 4096), bytes);
+      for (let e = 0; e < bank.experts; e++) bank.read(e, all.subarray(e * bank.stride, (e + 1) * bank.stride), verify);
+      this.records.set(layer, all);
+      this.strides.set(layer, bank.stride);
+    }
+  }
+
+  get(layer: number, expert: number): Uint8Array {
+    const all = this.records.get(layer);
+    if (!all) throw new WasteError('E_STATE', `layer ${layer} has no expert bank`);
+    const stride = this.strides.get(layer)!;
+    return all.subarray(expert * stride, (expert + 1) * stride);
   }
 }

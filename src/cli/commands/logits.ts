@@ -14,12 +14,14 @@ export function registerLogits(program: Command): void {
     .option('--all', 'write the logits of every position, row after row (default: only after the last id)', false)
     .option('--verify', 'check the CRC32 of every expert record as it is read', false)
     .option('--ctx <n>', 'context length', intArg(1, 1 << 24), 4096)
+    .option('--threads <n>', 'compute threads (default: one per core)', intArg(1, 256))
+    .addOption(new Option('--kernels <impl>', 'kernel implementation').choices(['wasm', 'typescript']).default('wasm'))
     .addOption(new Option('--sequential', 'feed the ids one at a time instead of as one prefill').default(false))
-    .action(async (model: string, o: { ids: number[]; out: string; all: boolean; verify: boolean; ctx: number; sequential: boolean }) => {
+    .action(async (model: string, o: { ids: number[]; out: string; all: boolean; verify: boolean; ctx: number; sequential: boolean; threads?: number; kernels: 'wasm' | 'typescript' }) => {
       if (o.ids.length > o.ctx) throw new WasteError('E_ARG', `${o.ids.length} ids do not fit a context of ${o.ctx}`);
-      const m = await Model.open(model, { verify: o.verify });
+      const m = await Model.open(model, { verify: o.verify, threads: o.threads, kernels: o.kernels, maxContext: o.ctx });
       try {
-        const session = m.newSession({ maxContext: o.ctx });
+        const session = m.newSession();
         let logits: Float32Array;
         if (o.sequential) {
           const rows: Float32Array[] = [];

@@ -1,3 +1,4 @@
+import { Fmt } from '../../container/format.js';
 import type { Tensor } from '../../container/tensor.js';
 import { type Arena, arenaOf } from '../../memory/arena.js';
 import { WasteError } from '../../util/errors.js';
@@ -5,10 +6,21 @@ import type { KdaPrep, Kernels, MlaHeads, VqGeometry } from '../types.js';
 import { type KernelExports, type ParallelKernel, instantiate, kernelModule } from './module.js';
 import { KernelPool } from './pool.js';
 
+/** Bytes per token of prepared activations (mirrors prepStride in assembly/prep.ts). */
+function prepStride(cols: number, G: number): number {
+  const groups = Math.ceil(cols / G);
+  return Math.ceil((groups * G * 4 + groups * 16) / 16) * 16;
+}
+
 /** Per-thread scratch inside each arena (tile accumulators, the KDA update vector, a row). */
 const TMP_STRIDE = 64 * 1024;
-/** Below this many multiply-adds a call runs on the calling thread alone: waking helpers costs more. */
+/**
+ * Below this much work (≈ multiply-adds) a call runs on the calling thread alone: handing rows to
+ * a helper that is spinning costs about a microsecond…
+ */
 const PARALLEL_MIN_WORK = 1 << 16;
+/** …but waking one that sleeps costs tens of microseconds, so then only big calls are split. */
+const WAKE_MIN_WORK = 1 << 20;
 
 /**
  * The WebAssembly SIMD kernels. Every call runs in the arena that holds its buffers, on the
@@ -18,7 +30,7 @@ const PARALLEL_MIN_WORK = 1 << 16;
 export class WasmKernels implements Kernels {
   readonly name: string;
   private readonly module: WebAssembly.Module;
-  private readonly local = new Map<number, { ex: KernelExports; tmp: number }>();
+  private readonly local = new Map<number, { ex: KernelExports; tmp: number; prep: number; prepBytes: number }>();
   private readonly arenas = new Map<number, Arena>();
 
   private constructor(
@@ -43,10 +55,10 @@ export class WasmKernels implements Kernels {
     await this.pool?.close();
   }
 
-  private bind(arena: Arena): { ex: KernelExports; tmp: number } {
+  private bind(arena: Arena): { ex: KernelExports; tmp: number; prep: number; prepBytes: number } {
     let b = this.local.get(arena.id);
     if (!b) {
-      b = { ex: instantiate(this.module, arena.memory), tmp: arena.alloc(this.threads * TMP_STRIDE, 4096) };
+      b = { ex: instantiate(this.module, arena.memory), tmp: arena.alloc(this.threads * TMP_STRIDE, 4096), prep: 0, prepBytes: 0 };
       this.local.set(arena.id, b);
       this.arenas.set(arena.id, arena);
       this.pool?.attach(arena);
@@ -70,7 +82,7 @@ export class WasmKernels implements Kernels {
 
   private run(kernel: ParallelKernel, arena: Arena, args: number[], n: number, align: number, work: number): void {
     const b = this.bind(arena);
-    if (!this.pool || work < PARALLEL_MIN_WORK) {
+    if (!this.pool || work < PARALLEL_MIN_WORK || (work < WAKE_MIN_WORK && this.pool.asleep)) {
       (b.ex[kernel] as (...a: number[]) => void)(...args, b.tmp, 0, n);
       return;
     }
@@ -84,7 +96,20 @@ export class WasmKernels implements Kernels {
   matmul(w: Tensor, X: Float32Array, Y: Float32Array, T: number): void {
     const a = w.arena;
     const [fmt, W, S, rowBytes, groups, G] = this.tensorArgs(w);
-    this.run('mm', a, [fmt, W, S, this.at(X, a, 'X'), this.at(Y, a, 'Y'), w.rows, w.cols, rowBytes, groups, G, T], w.rows, 4, w.rows * w.cols * T);
+    const x = this.at(X, a, 'X');
+    let P = 0;
+    if (fmt === Fmt.Q8G || fmt === Fmt.Q4G) {
+      // exact integer form of the activations, once per call, before the rows are split
+      const b = this.bind(a);
+      const need = T * prepStride(w.cols, G);
+      if (need > b.prepBytes) {
+        b.prepBytes = Math.max(need, 2 * b.prepBytes);
+        b.prep = a.alloc(b.prepBytes, 64);
+      }
+      b.ex.act_prep(x, w.cols, G, fmt === Fmt.Q4G ? 1 : 0, T, b.prep);
+      P = b.prep;
+    }
+    this.run('mm', a, [fmt, W, S, x, P, this.at(Y, a, 'Y'), w.rows, w.cols, rowBytes, groups, G, T], w.rows, 4, w.rows * w.cols * T);
   }
 
   matvecT(w: Tensor, c: Float32Array, y: Float32Array, row0: number, n: number): void {

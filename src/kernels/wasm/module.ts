@@ -24,6 +24,7 @@ export function kernelModule(): WebAssembly.Module {
 
 export type KernelExports = {
   mm: (...a: number[]) => void;
+  act_prep: (...a: number[]) => void;
   mvt: (...a: number[]) => void;
   vq_lut: (...a: number[]) => void;
   vq_apply: (...a: number[]) => void;

@@ -24,6 +24,8 @@ export const C = {
   READY: 9,
   ERROR: 10,
   SPIN: 11,
+  /** Helpers currently asleep in Atomics.wait (waking one costs tens of µs). */
+  SLEEPING: 12,
   SIZE: 16,
 } as const;
 export const CMD_RUN = 0;
@@ -90,6 +92,11 @@ export class KernelPool {
     })();
     await Promise.race([ready, failed]);
     return pool;
+  }
+
+  /** True when some helper is asleep, so a job would pay for waking it. */
+  get asleep(): boolean {
+    return Atomics.load(this.ctrl, C.SLEEPING) > 0;
   }
 
   /** Make an arena created after the pool started usable by every helper. */

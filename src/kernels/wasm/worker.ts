@@ -19,7 +19,11 @@ function loop(): void {
   const spin = ctrl[C.SPIN];
   for (;;) {
     for (let i = 0; i < spin && Atomics.load(ctrl, C.SEQ) === seen; i++);
-    while (Atomics.load(ctrl, C.SEQ) === seen) Atomics.wait(ctrl, C.SEQ, seen);
+    if (Atomics.load(ctrl, C.SEQ) === seen) {
+      Atomics.add(ctrl, C.SLEEPING, 1);
+      while (Atomics.load(ctrl, C.SEQ) === seen) Atomics.wait(ctrl, C.SEQ, seen);
+      Atomics.sub(ctrl, C.SLEEPING, 1);
+    }
     seen = Atomics.load(ctrl, C.SEQ);
     const cmd = ctrl[C.CMD];
     if (cmd === CMD_EXIT) return;

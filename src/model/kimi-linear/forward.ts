@@ -31,6 +31,8 @@ export class KimiLinearModel {
   readonly maxContext: number;
   private readonly geom?: VqGeometry;
   private readonly scratch = new Map<Arena, Scratch>();
+  /** When set, wall time in ms is added up per phase: "kda", "mla", "moe", "dense", "head". */
+  profile?: Record<string, number>;
 
   constructor(
     readonly container: Container,
@@ -87,11 +89,13 @@ export class KimiLinearModel {
       }
       state.pos += T;
       s = this.carry(s, this.weights.headArena, T);
+      const t0 = this.profile ? performance.now() : 0;
       for (let t = 0; t < T; t++) {
         const pos = c0 + t;
         if (opts.allLogits) logits.set(this.head(t, s), pos * vocab);
         else if (pos === n - 1) logits.set(this.head(t, s));
       }
+      if (this.profile) this.profile.head = (this.profile.head ?? 0) + performance.now() - t0;
     }
     return logits;
   }
@@ -118,14 +122,22 @@ export class KimiLinearModel {
     const { hidden: H, eps } = this.cfg;
     const w = this.weights.layers[L];
     const k = this.kernels;
+    const prof = this.profile;
+    let t0 = prof ? performance.now() : 0;
     for (let t = 0; t < T; t++) k.rmsnorm(s.x, w.inputNorm, eps, s.norm, H, t * H, t * H);
     if (w.attn.kind === 'kda') this.kda(state, L, w.attn, T, s);
     else this.mla(state, L, w.attn, T, s);
     k.add(s.x, s.out, T * H);
+    if (prof) {
+      const t1 = performance.now();
+      prof[w.attn.kind] = (prof[w.attn.kind] ?? 0) + t1 - t0;
+      t0 = t1;
+    }
     for (let t = 0; t < T; t++) k.rmsnorm(s.x, w.postNorm, eps, s.norm, H, t * H, t * H);
     if (w.ffn.kind === 'dense') this.ffn(w.ffn, T, s, s.out);
     else await this.moe(L, w.ffn, T, s);
     k.add(s.x, s.out, T * H);
+    if (prof) prof[w.ffn.kind] = (prof[w.ffn.kind] ?? 0) + performance.now() - t0;
   }
 
   /** Kimi Delta Attention: short convs, decay gate, β, L2-normalised q/k, the delta rule, gated norm. */

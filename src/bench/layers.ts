@@ -1,0 +1,134 @@
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { rowsCols, storedSizes } from '../container/tensor.js';
+import type { Tensor } from '../container/tensor.js';
+import { Model } from '../engine.js';
+import { WasmKernels } from '../kernels/wasm/index.js';
+import { cpuCount } from '../kernels/wasm/pool.js';
+import { Arena } from '../memory/arena.js';
+import { writeSyntheticContainer } from '../synth/synth.js';
+import { table, timeIt } from './measure.js';
+
+export interface LayerBenchRow {
+  phase: string;
+  threads: number;
+  msPerLayer: number;
+  /** Bytes the phase must read per token per layer. */
+  bytes: number;
+  /** bytes ÷ the read bandwidth measured in this run, in ms. */
+  floorMs: number;
+}
+
+export interface LayerBenchResult {
+  container: string;
+  tokens: number;
+  readBandwidth: Record<number, number>;
+  tokensPerSecond: Record<number, number>;
+  rows: LayerBenchRow[];
+}
+
+const stored = (t: Tensor) => {
+  const s = storedSizes(t.fmt, t.rows, t.cols, t.group);
+  return s.payload + s.scaleBytes;
+};
+
+/**
+ * Decode with real Kimi-Linear shapes (hidden 2304, 256 experts of width 1024, top-8) and every
+ * expert in memory: ms per KDA, MLA and MoE layer, next to the bytes each must read divided by the
+ * memory read bandwidth measured in the same run.
+ */
+export async function benchLayers(opts: { dir?: string; layers?: number; experts?: number; tokens?: number; threads?: number[]; log?: (s: string) => void } = {}): Promise<LayerBenchResult> {
+  const log = opts.log ?? (() => {});
+  const layers = opts.layers ?? 4;
+  const experts = opts.experts ?? 256;
+  const tokens = opts.tokens ?? 16;
+  const threadCounts = opts.threads ?? [...new Set([1, Math.max(2, cpuCount())])];
+  const dir = opts.dir ?? path.join(os.tmpdir(), `waste-bench-kimi-linear-L${layers}-E${experts}`);
+  if (!fs.existsSync(path.join(dir, 'manifest.json'))) {
+    log(`writing a synthetic Kimi-Linear container (${layers} layers, ${experts} experts) to ${dir}…`);
+    writeSyntheticContainer(dir, { shape: 'kimi-linear', layers, experts, seed: 1, force: true });
+  }
+
+  // The read bandwidth of an arena, per thread count, on a region far larger than the caches.
+  const bwArena = new Arena(1 << 30);
+  const region = bwArena.alloc((1 << 30) - (1 << 20), 4096);
+  const bytesView = bwArena.u8(region, (1 << 30) - (1 << 20));
+  for (let i = 0; i < bytesView.length; i += 4096) bytesView[i] = 1;
+  const out = bwArena.allocF32(4096);
+  const readBandwidth: Record<number, number> = {};
+  for (const threads of threadCounts) {
+    const k = await WasmKernels.create(threads, [bwArena]);
+    const sec = timeIt(() => k.readBandwidth(bwArena, region, 1 << 20, 1000, out), 0.3);
+    readBandwidth[threads] = (1000 << 20) / sec;
+    await k.close();
+  }
+
+  const result: LayerBenchResult = { container: dir, tokens, readBandwidth, tokensPerSecond: {}, rows: [] };
+  for (const threads of threadCounts) {
+    log(`decoding with ${threads} thread${threads > 1 ? 's' : ''}…`);
+    const m = await Model.open(dir, { threads, preloadExperts: true, maxContext: 256 });
+    try {
+      const cfg = m.config;
+      const s = m.newSession();
+      await s.forward([1, 2, 3, 4, 5, 6, 7, 8]);
+      const prof = m.profile();
+      const t0 = performance.now();
+      for (let i = 0; i < tokens; i++) await s.forward([(i * 7919) % cfg.vocab]);
+      const elapsed = (performance.now() - t0) / 1000;
+      result.tokensPerSecond[threads] = tokens / elapsed;
+
+      // Bytes each phase must read per token, from the model's own tensors.
+      const w = (m as unknown as { net: { weights: import('../model/kimi-linear/weights.js').KimiLinearWeights } }).net.weights;
+      const count = (kind: string) => cfg.layerKinds.filter((k) => k.attn === kind || k.ffn === kind).length;
+      const first = (pred: (l: (typeof w.layers)[number]) => boolean) => w.layers.find(pred)!;
+      const phases: [string, number][] = [];
+      const kdaL = w.layers.find((l) => l.attn.kind === 'kda');
+      if (kdaL && kdaL.attn.kind === 'kda') {
+        const a = kdaL.attn;
+        const mats = [a.qProj, a.kProj, a.vProj, a.fA, a.fB, a.bProj, a.gA, a.gB, a.oProj].reduce((t, x) => t + stored(x), 0);
+        phases.push(['kda', mats + 4 * cfg.kda.heads * cfg.kda.headDim * cfg.kda.headDim * 4]);
+      }
+      const mlaL = w.layers.find((l) => l.attn.kind === 'mla');
+      if (mlaL && mlaL.attn.kind === 'mla') {
+        const a = mlaL.attn;
+        const pos = 8 + tokens / 2;
+        phases.push(['mla', [a.qProj, a.kvA, a.kvB, a.oProj].reduce((t, x) => t + stored(x), 0) + pos * (cfg.mla.kvLoraRank + cfg.mla.qkRope) * 4]);
+      }
+      const moeL = first((l) => l.ffn.kind === 'moe');
+      if (moeL && moeL.ffn.kind === 'moe') {
+        const f = moeL.ffn;
+        const bank = m.container.banks.get(w.layers.indexOf(moeL))!;
+        const shared = f.shared ? stored(f.shared.gate) + stored(f.shared.up) + stored(f.shared.down) : 0;
+        phases.push(['moe', stored(f.router) + shared + cfg.moe.topK * (bank.layout.payloadEnd - 48)]);
+      }
+      const denseL = w.layers.find((l) => l.ffn.kind === 'dense');
+      if (denseL && denseL.ffn.kind === 'dense') phases.push(['dense', stored(denseL.ffn.gate) + stored(denseL.ffn.up) + stored(denseL.ffn.down)]);
+      const head = stored(w.lmHead);
+      phases.push(['head', head]);
+      for (const [phase, bytes] of phases) {
+        const n = phase === 'head' ? 1 : count(phase);
+        const ms = (prof[phase] ?? 0) / tokens / n;
+        result.rows.push({ phase, threads, msPerLayer: ms, bytes, floorMs: (bytes / readBandwidth[threads]) * 1000 });
+      }
+      void rowsCols;
+    } finally {
+      await m.close();
+    }
+  }
+  return result;
+}
+
+export function renderLayerBench(r: LayerBenchResult): string {
+  const bw = Object.entries(r.readBandwidth).map(([t, b]) => `${(b / 1e9).toFixed(1)} GB/s with ${t} thread${t === '1' ? '' : 's'}`);
+  const tps = Object.entries(r.tokensPerSecond).map(([t, v]) => `${v.toFixed(2)} tok/s with ${t} thread${t === '1' ? '' : 's'}`);
+  return (
+    `decode, everything in memory, ${r.tokens} tokens (${r.container})\n` +
+    `measured read bandwidth: ${bw.join(', ')}\n` +
+    `decode: ${tps.join(', ')}\n` +
+    table(
+      r.rows.map((x) => [x.phase, x.threads, x.msPerLayer.toFixed(3), (x.bytes / 2 ** 20).toFixed(2), x.floorMs.toFixed(3), (x.msPerLayer / x.floorMs).toFixed(2)]),
+      ['phase', 'thr', 'ms/layer', 'MiB read', 'floor ms', '× floor'],
+    )
+  );
+}
