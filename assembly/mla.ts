@@ -4,12 +4,20 @@ import { Q4G, Q8G, hsum } from './common';
 import { act_prep } from './prep';
 import { dotRow, mvt } from './matmul';
 
+/** a · b over n floats with four accumulators, summed in a fixed order. */
 // @ts-ignore: decorator
 @inline function dot(a: usize, b: usize, n: i32): f32 {
-  let acc = f32x4.splat(0);
+  let a0 = f32x4.splat(0), a1 = f32x4.splat(0), a2 = f32x4.splat(0), a3 = f32x4.splat(0);
   let i = 0;
-  for (; i + 4 <= n; i += 4) acc = f32x4.add(acc, f32x4.mul(v128.load(a + (<usize>i << 2)), v128.load(b + (<usize>i << 2))));
-  let s = hsum(acc);
+  for (; i + 16 <= n; i += 16) {
+    const o = <usize>i << 2;
+    a0 = f32x4.add(a0, f32x4.mul(v128.load(a + o), v128.load(b + o)));
+    a1 = f32x4.add(a1, f32x4.mul(v128.load(a + o, 16), v128.load(b + o, 16)));
+    a2 = f32x4.add(a2, f32x4.mul(v128.load(a + o, 32), v128.load(b + o, 32)));
+    a3 = f32x4.add(a3, f32x4.mul(v128.load(a + o, 48), v128.load(b + o, 48)));
+  }
+  for (; i + 4 <= n; i += 4) a0 = f32x4.add(a0, f32x4.mul(v128.load(a + (<usize>i << 2)), v128.load(b + (<usize>i << 2))));
+  let s = hsum(f32x4.add(f32x4.add(a0, a1), f32x4.add(a2, a3)));
   for (; i < n; i++) s += load<f32>(a + (<usize>i << 2)) * load<f32>(b + (<usize>i << 2));
   return s;
 }
@@ -26,31 +34,37 @@ export function mla_heads(fmt: i32, W: usize, S: usize, rowBytes: i32, groups: i
   q: usize, nope: i32, rope: i32, vh: i32, kvl: i32, cache: usize, latd: i32, n: i32, scale: f32,
   qlat: usize, scores: usize, ctx: usize, o: usize, tmp: usize, h0: i32, h1: i32): void {
   const qd = nope + rope;
-  for (let h = h0; h < h1; h++) {
-    const qh = q + <usize>h * <usize>qd * 4;
-    const ql = qlat + <usize>h * <usize>kvl * 4;
-    const sc = scores + <usize>h * <usize>n * 4;
-    const cx = ctx + <usize>h * <usize>kvl * 4;
-    const wrow = h * (nope + vh);
-    mvt(fmt, W, S, qh, ql, wrow, nope, kvl, rowBytes, groups, G, tmp, 0, kvl);
-    let mx: f32 = -Infinity;
-    for (let s = 0; s < n; s++) {
-      const c = cache + <usize>s * <usize>latd * 4;
-      const a = (dot(ql, c, kvl) + dot(qh + (<usize>nope << 2), c + (<usize>kvl << 2), rope)) * scale;
-      store<f32>(sc + (<usize>s << 2), a);
-      if (a > mx) mx = a;
+  const lb = <usize>latd * 4;
+  for (let h = h0; h < h1; h++)
+    mvt(fmt, W, S, q + <usize>h * <usize>qd * 4, qlat + <usize>h * <usize>kvl * 4, h * (nope + vh), nope, kvl, rowBytes, groups, G, tmp, 0, kvl);
+  // Positions outermost, so the cache streams through once for all the heads of this range.
+  for (let s = 0; s < n; s++) {
+    const c = cache + <usize>s * lb;
+    for (let h = h0; h < h1; h++) {
+      const a = (dot(qlat + <usize>h * <usize>kvl * 4, c, kvl) + dot(q + (<usize>(h * qd + nope) << 2), c + (<usize>kvl << 2), rope)) * scale;
+      store<f32>(scores + ((<usize>h * <usize>n + <usize>s) << 2), a);
     }
+  }
+  for (let h = h0; h < h1; h++) {
+    const sc = scores + <usize>h * <usize>n * 4;
+    let mx: f32 = -Infinity;
+    for (let s = 0; s < n; s++) mx = max(mx, load<f32>(sc + (<usize>s << 2)));
     let sum: f32 = 0;
     for (let s = 0; s < n; s++) {
       const e = <f32>Math.exp(<f64>(load<f32>(sc + (<usize>s << 2)) - mx));
       store<f32>(sc + (<usize>s << 2), e);
       sum += e;
     }
+    for (let s = 0; s < n; s++) store<f32>(sc + (<usize>s << 2), load<f32>(sc + (<usize>s << 2)) / sum);
+    const cx = ctx + <usize>h * <usize>kvl * 4;
     for (let j = 0; j < kvl; j++) store<f32>(cx + (<usize>j << 2), 0);
-    for (let s = 0; s < n; s++) {
-      const p = f32x4.splat(load<f32>(sc + (<usize>s << 2)) / sum);
-      const ps = load<f32>(sc + (<usize>s << 2)) / sum;
-      const c = cache + <usize>s * <usize>latd * 4;
+  }
+  for (let s = 0; s < n; s++) {
+    const c = cache + <usize>s * lb;
+    for (let h = h0; h < h1; h++) {
+      const ps = load<f32>(scores + ((<usize>h * <usize>n + <usize>s) << 2));
+      const p = f32x4.splat(ps);
+      const cx = ctx + <usize>h * <usize>kvl * 4;
       let j = 0;
       for (; j + 4 <= kvl; j += 4) {
         const o4 = <usize>j << 2;
@@ -58,7 +72,11 @@ export function mla_heads(fmt: i32, W: usize, S: usize, rowBytes: i32, groups: i
       }
       for (; j < kvl; j++) store<f32>(cx + (<usize>j << 2), load<f32>(cx + (<usize>j << 2)) + ps * load<f32>(c + (<usize>j << 2)));
     }
+  }
+  for (let h = h0; h < h1; h++) {
+    const cx = ctx + <usize>h * <usize>kvl * 4;
     if (fmt == Q8G || fmt == Q4G) act_prep(cx, kvl, G, fmt == Q4G ? 1 : 0, 1, tmp);
+    const wrow = h * (nope + vh);
     for (let i = 0; i < vh; i++) {
       store<f32>(o + (<usize>(h * vh + i) << 2), dotRow(fmt, W, S, wrow + nope + i, cx, tmp, kvl, rowBytes, groups, G));
     }

@@ -84,10 +84,8 @@ export function vq_apply(rec: usize, idxOff: i32, scaleOff: i32, lut: usize, y: 
           const t2 = load<f32>(T + (((w1 >> 16) & 0xff) << 2)) + load<f32>(T1 + ((w1 >> 24) << 2)) + load<f32>(T2 + ((w2 & 0xff) << 2));
           const t3 = load<f32>(T + (((w2 >> 8) & 0xff) << 2)) + load<f32>(T1 + (((w2 >> 16) & 0xff) << 2)) + load<f32>(T2 + ((w2 >> 24) << 2));
           const a = tmp + (<usize>r << 2);
-          store<f32>(a, load<f32>(a) + t0);
-          store<f32>(a, load<f32>(a, 4) + t1, 4);
-          store<f32>(a, load<f32>(a, 8) + t2, 8);
-          store<f32>(a, load<f32>(a, 12) + t3, 12);
+          const t = f32x4.replace_lane(f32x4.replace_lane(f32x4.replace_lane(f32x4.splat(t0), 1, t1), 2, t2), 3, t3);
+          v128.store(a, f32x4.add(v128.load(a), t));
         }
         for (; r < nr; r++, ix += 3) {
           const t = load<f32>(T + (<usize>load<u8>(ix) << 2)) + load<f32>(T1 + (<usize>load<u8>(ix, 1) << 2)) + load<f32>(T2 + (<usize>load<u8>(ix, 2) << 2));
