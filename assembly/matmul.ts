@@ -35,19 +35,13 @@ import { prepStride } from './prep';
   return s;
 }
 
-// Combine one group's exact lane sums (A·2^15 + B per lane) times the group's factor into two f64x2
-// accumulators: every step is fixed, so a row's value never depends on who computes it.
+// A group's lane sums are exact int32 (A from the high halves, B from the low); they meet the
+// group's scale in f32: (A·2^15 + B)·(scale·factor), lane-wise, into an f32x4 accumulator.
+// Rounding A to f32 costs at most 2^-24 of it, the precision an f32 dot product has anyway.
 // @ts-ignore: decorator
-@inline function combine(acc: v128, a: v128, b: v128, f: v128): v128 {
-  const lo = f64x2.add(f64x2.mul(f64x2.convert_low_i32x4_s(a), f64x2.splat(32768.0)), f64x2.convert_low_i32x4_s(b));
-  return f64x2.add(acc, f64x2.mul(lo, f));
-}
-// @ts-ignore: decorator
-@inline function combineHigh(acc: v128, a: v128, b: v128, f: v128): v128 {
-  const ah = i8x16.shuffle(a, a, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7);
-  const bh = i8x16.shuffle(b, b, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7);
-  const hi = f64x2.add(f64x2.mul(f64x2.convert_low_i32x4_s(ah), f64x2.splat(32768.0)), f64x2.convert_low_i32x4_s(bh));
-  return f64x2.add(acc, f64x2.mul(hi, f));
+@inline function combine(acc: v128, a: v128, b: v128, f: f32): v128 {
+  const v = f32x4.add(f32x4.mul(f32x4.convert_i32x4_s(a), f32x4.splat(32768.0)), f32x4.convert_i32x4_s(b));
+  return f32x4.add(acc, f32x4.mul(v, f32x4.splat(f)));
 }
 
 /** Row of int8 weights · prepared activations (G a multiple of 32; padding activations are 0). */
@@ -57,31 +51,34 @@ import { prepStride } from './prep';
   const H = p;
   const L = p + n * 2;
   const F = p + n * 4;
-  let acc0 = f64x2.splat(0), acc1 = f64x2.splat(0);
+  let acc = f32x4.splat(0);
   for (let g = 0; g < groups; g++) {
     const c0 = <usize>g * <usize>G;
     const w = row + c0;
     const h = H + c0 * 2;
     const l = L + c0 * 2;
     let ah0 = i32x4.splat(0), ah1 = i32x4.splat(0), al0 = i32x4.splat(0), al1 = i32x4.splat(0);
-    for (let i = 0; i < G; i += 16) {
-      const v = v128.load(w + <usize>i);
-      const lo = i16x8.extend_low_i8x16_s(v);
-      const hi = i16x8.extend_high_i8x16_s(v);
+    for (let i = 0; i < G; i += 32) {
       const o = <usize>i << 1;
+      let v = v128.load(w + <usize>i);
+      let lo = i16x8.extend_low_i8x16_s(v);
+      let hi = i16x8.extend_high_i8x16_s(v);
       ah0 = i32x4.add(ah0, i32x4.dot_i16x8_s(lo, v128.load(h + o)));
       ah1 = i32x4.add(ah1, i32x4.dot_i16x8_s(hi, v128.load(h + o, 16)));
       al0 = i32x4.add(al0, i32x4.dot_i16x8_s(lo, v128.load(l + o)));
       al1 = i32x4.add(al1, i32x4.dot_i16x8_s(hi, v128.load(l + o, 16)));
+      v = v128.load(w + <usize>i, 16);
+      lo = i16x8.extend_low_i8x16_s(v);
+      hi = i16x8.extend_high_i8x16_s(v);
+      ah0 = i32x4.add(ah0, i32x4.dot_i16x8_s(lo, v128.load(h + o, 32)));
+      ah1 = i32x4.add(ah1, i32x4.dot_i16x8_s(hi, v128.load(h + o, 48)));
+      al0 = i32x4.add(al0, i32x4.dot_i16x8_s(lo, v128.load(l + o, 32)));
+      al1 = i32x4.add(al1, i32x4.dot_i16x8_s(hi, v128.load(l + o, 48)));
     }
-    const f = f64x2.splat(<f64>f16(<u32>load<u16>(sc + (<usize>g << 1))) * load<f64>(F + (<usize>g << 3)));
-    const a = i32x4.add(ah0, ah1);
-    const b = i32x4.add(al0, al1);
-    acc0 = combine(acc0, a, b, f);
-    acc1 = combineHigh(acc1, a, b, f);
+    const f = f16(<u32>load<u16>(sc + (<usize>g << 1))) * load<f32>(F + (<usize>g << 2));
+    acc = combine(acc, i32x4.add(ah0, ah1), i32x4.add(al0, al1), f);
   }
-  const t = f64x2.add(acc0, acc1);
-  return <f32>(f64x2.extract_lane(t, 0) + f64x2.extract_lane(t, 1));
+  return hsum(acc);
 }
 
 /**
@@ -94,11 +91,10 @@ import { prepStride } from './prep';
   const H = p;
   const L = p + n * 2;
   const F = p + n * 4;
-  const SH = F + <usize>groups * 8;
+  const SH = F + <usize>groups * 4;
   const SL = SH + <usize>groups * 4;
   const mask = i8x16.splat(0x0f);
-  let acc0 = f64x2.splat(0), acc1 = f64x2.splat(0);
-  let corr: f64 = 0;
+  let acc = f32x4.splat(0);
   for (let g = 0; g < groups; g++) {
     const c0 = <usize>g * <usize>G;
     const w = row + (c0 >> 1);
@@ -119,16 +115,13 @@ import { prepStride } from './prep';
       al0 = i32x4.add(al0, i32x4.add(i32x4.dot_i16x8_s(e0, v128.load(l + o)), i32x4.dot_i16x8_s(e1, v128.load(l + o, 16))));
       al1 = i32x4.add(al1, i32x4.add(i32x4.dot_i16x8_s(o0, v128.load(l + o, 32)), i32x4.dot_i16x8_s(o1, v128.load(l + o, 48))));
     }
-    const fs = <f64>f16(<u32>load<u16>(sc + (<usize>g << 1))) * load<f64>(F + (<usize>g << 3));
-    const f = f64x2.splat(fs);
-    const a = i32x4.add(ah0, ah1);
-    const b = i32x4.add(al0, al1);
-    acc0 = combine(acc0, a, b, f);
-    acc1 = combineHigh(acc1, a, b, f);
-    corr += fs * (8.0 * (<f64>load<i32>(SH + (<usize>g << 2)) * 32768.0 + <f64>load<i32>(SL + (<usize>g << 2))));
+    // the −8 offset of every nibble, as exact integers folded into lane 0
+    const a = i32x4.sub(i32x4.add(ah0, ah1), i32x4.replace_lane(i32x4.splat(0), 0, 8 * load<i32>(SH + (<usize>g << 2))));
+    const b = i32x4.sub(i32x4.add(al0, al1), i32x4.replace_lane(i32x4.splat(0), 0, 8 * load<i32>(SL + (<usize>g << 2))));
+    const f = f16(<u32>load<u16>(sc + (<usize>g << 1))) * load<f32>(F + (<usize>g << 2));
+    acc = combine(acc, a, b, f);
   }
-  const t = f64x2.add(acc0, acc1);
-  return <f32>((f64x2.extract_lane(t, 0) + f64x2.extract_lane(t, 1)) - corr);
+  return hsum(acc);
 }
 
 /**

@@ -7,7 +7,7 @@
 // with about half the instructions of converting every weight to a float.
 //
 // Layout per token (stride prepStride(cols, G) bytes): H [groups·G] i16, L [groups·G] i16 (zero
-// past cols), factor [groups] f64 = max|x| / (2^30 − 1), sumH [groups] i32, sumL [groups] i32.
+// past cols), factor [groups] f32 = max|x| / (2^30 − 1), sumH [groups] i32, sumL [groups] i32.
 // For Q4 weights each 32 activations are stored evens first (0, 2, …, 30, then 1, 3, …, 31),
 // the order a byte's low and high nibbles unpack in.
 
@@ -16,7 +16,7 @@ const SCALE: f64 = 1073741823.0; // 2^30 − 1
 export function prepStride(cols: i32, G: i32): usize {
   const groups = (cols + G - 1) / G;
   const n = <usize>groups * <usize>G;
-  return ((n * 4 + <usize>groups * 16) + 15) & ~(<usize>15);
+  return ((n * 4 + <usize>groups * 12) + 15) & ~(<usize>15);
 }
 
 /** Prepare T activation vectors X[t·cols …] into P (see above); `q4` picks the nibble order. */
@@ -30,7 +30,7 @@ export function act_prep(X: usize, cols: i32, G: i32, q4: i32, T: i32, P: usize)
     const Hp = base;
     const Lp = base + n * 2;
     const Fp = base + n * 4;
-    const SHp = Fp + <usize>groups * 8;
+    const SHp = Fp + <usize>groups * 4;
     const SLp = SHp + <usize>groups * 4;
     for (let g = 0; g < groups; g++) {
       const c0 = g * G;
@@ -38,7 +38,7 @@ export function act_prep(X: usize, cols: i32, G: i32, q4: i32, T: i32, P: usize)
       let m: f32 = 0;
       for (let c = c0; c < c1; c++) m = max(m, abs(load<f32>(x + (<usize>c << 2))));
       const k: f64 = m > 0 ? SCALE / <f64>m : 0;
-      store<f64>(Fp + (<usize>g << 3), m > 0 ? <f64>m / SCALE : 0);
+      store<f32>(Fp + (<usize>g << 2), m > 0 ? <f32>(<f64>m / SCALE) : 0);
       let sh: i32 = 0, sl: i32 = 0;
       for (let c = c0; c < c0 + G; c++) {
         const v: f64 = c < c1 ? <f64>load<f32>(x + (<usize>c << 2)) * k : 0;

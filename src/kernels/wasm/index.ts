@@ -9,7 +9,7 @@ import { KernelPool } from './pool.js';
 /** Bytes per token of prepared activations (mirrors prepStride in assembly/prep.ts). */
 function prepStride(cols: number, G: number): number {
   const groups = Math.ceil(cols / G);
-  return Math.ceil((groups * G * 4 + groups * 16) / 16) * 16;
+  return Math.ceil((groups * G * 4 + groups * 12) / 16) * 16;
 }
 
 /** Per-thread scratch inside each arena (tile accumulators, the KDA update vector, a row). */
