@@ -2,9 +2,10 @@
  * waste — run mixture-of-experts language models far larger than RAM.
  *
  *   import { Model } from 'waste';
- *   const model = Model.open('path/to/container');
+ *   const model = await Model.open('path/to/container');
  *   const session = model.newSession();
  *   const logits = await session.forward([3, 7, 11]);
+ *   await model.close();
  */
 export { Model, Session, type OpenOptions, type SessionOptions } from './engine.js';
 export { WasteError, type WasteErrorCode } from './util/errors.js';
