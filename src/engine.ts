@@ -1,89 +1,181 @@
+import * as path from 'node:path';
 import { type Container, openContainer } from './container/open.js';
 import type { Kernels } from './kernels/types.js';
 import { tsKernels } from './kernels/ts/index.js';
 import { WasmKernels } from './kernels/wasm/index.js';
 import { cpuCount } from './kernels/wasm/pool.js';
-import type { Arena } from './memory/arena.js';
+import { ARENA_RESERVED, Arena } from './memory/arena.js';
+import { MemoryBudget } from './memory/budget.js';
 import { KimiLinearModel } from './model/kimi-linear/forward.js';
 import type { KimiLinearState } from './model/kimi-linear/state.js';
 import { loadWeights } from './model/kimi-linear/weights.js';
 import type { KimiLinearConfig } from './model/kimi-linear/config.js';
-import { DirectExpertReader, type ExpertSource, type ExpertStats, PreloadedExperts } from './runtime/experts.js';
+import { type CachePolicy, type CacheStats, ExpertCache } from './runtime/cache.js';
+import { type StreamFiles, openStreamFiles } from './runtime/io.js';
+import { type MemoryPlan, planMemory } from './runtime/plan.js';
+import { ReaderPool } from './runtime/readers.js';
 import { WasteError } from './util/errors.js';
 
 export interface OpenOptions {
-  /** Check every expert record's CRC32 as it is read (off by default: a pass per read). */
+  /** RAM ceiling in bytes for everything the engine allocates (default: the plan's default budget). */
+  budget?: number;
+  /** Check every expert record's CRC32 as it enters RAM (off by default: a pass per read). */
   verify?: boolean;
   /** Compute threads, the calling thread included (default: one per core). */
   threads?: number;
+  /** Reader threads for expert records (default 2; 0 reads on the computing thread). */
+  ioThreads?: number;
+  /** Decode: prefetch the next MoE layer's likeliest experts (default 6; 0 = off). */
+  lookahead?: number;
+  /** Expert-cache eviction: 'lfru' (default) or 'lru'. */
+  cachePolicy?: CachePolicy;
+  /** Bypass the page cache with O_DIRECT where it works (default true). */
+  direct?: boolean;
+  /** Load the experts listed in the container's usage.waste at open (default true). */
+  warm?: boolean;
+  /** Read every expert into the cache at open (the budget must hold them all). */
+  preloadExperts?: boolean;
   /** 'wasm' (default): WebAssembly SIMD kernels; 'typescript': the plain reference kernels. */
   kernels?: 'wasm' | 'typescript';
   /** Tokens per prefill chunk (default 16). */
   chunk?: number;
-  /** Longest sequence any session may hold (default 4096). */
+  /** Longest sequence a session may hold (default 4096). */
   maxContext?: number;
+  /** Sessions whose state is reserved in the budget (default 1). */
+  sessions?: number;
   /** Cap on one arena's size (default: the 4 GiB a memory can address); for tests. */
   arenaBytes?: number;
-  /** Read every expert into memory at open instead of from disk per use (benchmarks, small models). */
-  preloadExperts?: boolean;
 }
 
 export interface SessionOptions {
-  /** Longest sequence this session may hold (default: the model's maximum). */
+  /** Longest sequence this session may hold (default and maximum: the model's). */
   maxContext?: number;
 }
 
-/** Per-thread kernel scratch reserved in each arena (see WasmKernels). */
-const KERNEL_TMP_PER_THREAD = 64 * 1024;
+export interface ModelStats extends CacheStats {
+  /** Demand hits ÷ demand requests. */
+  hitRate: number;
+  /** True when expert reads bypass the page cache. */
+  direct: boolean;
+  directNote?: string;
+  budgetBytes: number;
+  floorBytes: number;
+  /** Bytes the engine has allocated (arenas), never above the budget. */
+  allocatedBytes: number;
+  lookahead: number;
+  lookaheadPredicted: number;
+  lookaheadCorrect: number;
+}
 
-/** A model opened from a container directory: the trunk resident in arenas, the experts on disk. */
+/** The name of the learned hotlist next to a container. */
+export const USAGE_FILE = 'usage.waste';
+
+/**
+ * A model opened from a container directory: the trunk resident in arenas, the experts streamed
+ * from disk into a budgeted cache.
+ */
 export class Model {
   readonly container: Container;
   readonly config: KimiLinearConfig;
   readonly kernels: Kernels;
   readonly threads: number;
+  readonly plan: MemoryPlan;
+  readonly budget: MemoryBudget;
+  readonly cache: ExpertCache | undefined;
   private readonly net: KimiLinearModel;
-  private readonly reader: ExpertSource;
   private readonly freeStates: KimiLinearState[] = [];
+  private readonly files: StreamFiles | undefined;
+  private readonly readers: ReaderPool | undefined;
   private closed = false;
 
-  private constructor(container: Container, net: KimiLinearModel, reader: ExpertSource, kernels: Kernels, threads: number) {
-    this.container = container;
-    this.config = container.config;
-    this.net = net;
-    this.reader = reader;
-    this.kernels = kernels;
-    this.threads = threads;
+  private constructor(p: {
+    container: Container;
+    net: KimiLinearModel;
+    kernels: Kernels;
+    threads: number;
+    plan: MemoryPlan;
+    budget: MemoryBudget;
+    cache?: ExpertCache;
+    files?: StreamFiles;
+    readers?: ReaderPool;
+  }) {
+    this.container = p.container;
+    this.config = p.container.config;
+    this.net = p.net;
+    this.kernels = p.kernels;
+    this.threads = p.threads;
+    this.plan = p.plan;
+    this.budget = p.budget;
+    this.cache = p.cache;
+    this.files = p.files;
+    this.readers = p.readers;
   }
 
   static async open(dir: string, opts: OpenOptions = {}): Promise<Model> {
-    const threads = opts.threads ?? cpuCount();
+    const threads = opts.kernels === 'typescript' ? 1 : (opts.threads ?? cpuCount());
     if (!(Number.isInteger(threads) && threads >= 1 && threads <= 256))
       throw new WasteError('E_ARG', `threads must be an integer in 1..256 (got ${threads})`);
+    const ioThreads = opts.ioThreads ?? 2;
+    if (!(Number.isInteger(ioThreads) && ioThreads >= 0 && ioThreads <= 64))
+      throw new WasteError('E_ARG', `I/O threads must be an integer in 0..64 (got ${ioThreads})`);
+    const lookahead = opts.lookahead ?? 6;
+    if (!(Number.isInteger(lookahead) && lookahead >= 0 && lookahead <= 64))
+      throw new WasteError('E_ARG', `lookahead must be an integer in 0..64 (got ${lookahead})`);
     const chunk = opts.chunk ?? 16;
     const maxContext = opts.maxContext ?? 4096;
     if (!(Number.isInteger(maxContext) && maxContext >= 1 && maxContext <= 1 << 24))
       throw new WasteError('E_ARG', `context length must be an integer in 1..${1 << 24} (got ${maxContext})`);
+    const sessions = opts.sessions ?? 1;
+    if (!(Number.isInteger(sessions) && sessions >= 1 && sessions <= 1024))
+      throw new WasteError('E_ARG', `sessions must be an integer in 1..1024 (got ${sessions})`);
+
     const container = openContainer(dir);
     let kernels: Kernels | undefined;
+    let files: StreamFiles | undefined;
+    let readers: ReaderPool | undefined;
     try {
       const cfg = container.config;
-      let stride = 0;
-      for (const b of container.banks.values()) stride = Math.max(stride, b.stride);
-      const perArena =
-        KimiLinearModel.scratchBytes(cfg, chunk, maxContext, container.quant) + stride + 4096 + threads * KERNEL_TMP_PER_THREAD + 4096;
-      const weights = loadWeights(container, cfg, perArena, opts.arenaBytes);
-      // Expert records land in the arena of the layer that computes with them.
-      const staging = new Map<Arena, Uint8Array>();
-      if (stride) for (const a of weights.arenas) staging.set(a, a.u8(a.alloc(stride, 4096), stride));
-      kernels = opts.kernels === 'typescript' ? tsKernels : await WasmKernels.create(threads, weights.arenas);
-      const reader: ExpertSource = opts.preloadExperts
-        ? new PreloadedExperts(container, opts.verify ?? false, (L) => weights.layers[L].arena)
-        : new DirectExpertReader(container, opts.verify ?? false, (L) => staging.get(weights.layers[L].arena)!);
-      const net = new KimiLinearModel(container, weights, kernels, reader, chunk, maxContext);
-      return new Model(container, net, reader, kernels, opts.kernels === 'typescript' ? 1 : threads);
+      const plan = planMemory(container, { maxContext, chunk, threads, sessions, arenaBytes: opts.arenaBytes });
+      // Preloading every expert sizes the cache for all of them unless a budget says otherwise.
+      const budgetBytes = opts.budget ?? (opts.preloadExperts ? plan.layout(Number.MAX_SAFE_INTEGER).bytes : plan.defaultBudget);
+      const layout = plan.layout(budgetBytes);
+      if (opts.preloadExperts && layout.slots < plan.totalExperts)
+        throw new WasteError('E_ARG', `preloading every expert needs a budget of at least ${plan.layout(Number.MAX_SAFE_INTEGER).bytes} bytes`);
+      const budget = new MemoryBudget(budgetBytes);
+      const arenas = layout.arenas.map((a) => new Arena(a.bytes - ARENA_RESERVED, budget));
+      const of: Arena[] = [];
+      layout.arenas.forEach((a, i) => a.groups.forEach((g) => (of[g] = arenas[i])));
+      const weights = loadWeights(container, cfg, of, arenas);
+      kernels = opts.kernels === 'typescript' ? tsKernels : await WasmKernels.create(threads, arenas, { cfg, chunk });
+      const probe = { arena: arenas[0], off: arenas[0].alloc(8192, 4096) };
+
+      let cache: ExpertCache | undefined;
+      if (container.banks.size) {
+        let stride = 0;
+        for (const b of container.banks.values()) stride = Math.max(stride, b.stride);
+        const slots: { arena: Arena; off: number }[] = [];
+        layout.arenas.forEach((a, i) => {
+          if (!a.slots) return;
+          const base = arenas[i].alloc(a.slots * stride, 4096);
+          for (let k = 0; k < a.slots; k++) slots.push({ arena: arenas[i], off: base + k * stride });
+        });
+        files = openStreamFiles(container, opts.direct ?? true, probe);
+        const payloadEnd = [...container.banks.values()][0].layout.payloadEnd;
+        if (ioThreads > 0) readers = await ReaderPool.create(ioThreads, slots.length, arenas, opts.verify ? payloadEnd : 0);
+        cache = new ExpertCache(container, files, slots, stride, opts.cachePolicy ?? 'lfru', readers, opts.verify ?? false);
+      }
+      const net = new KimiLinearModel(container, { ...weights, arenas }, kernels, cache, chunk, maxContext);
+      net.lookahead = lookahead;
+      const model = new Model({ container, net, kernels, threads, plan, budget, cache, files, readers });
+      // the reserved sessions' state, allocated now so the budget covers it from the start
+      for (let i = 0; i < sessions; i++) model.freeStates.push(net.newState(maxContext));
+      if (cache && opts.preloadExperts) cache.preloadAll();
+      else if (cache && (opts.warm ?? true)) cache.warm(path.join(dir, USAGE_FILE));
+      return model;
     } catch (e) {
       if (kernels instanceof WasmKernels) await kernels.close();
+      await readers?.close();
+      files?.close();
       container.close();
       throw e;
     }
@@ -93,9 +185,10 @@ export class Model {
   newSession(opts: SessionOptions = {}): Session {
     if (this.closed) throw new WasteError('E_STATE', 'the model has been closed');
     const ctx = opts.maxContext ?? this.net.maxContext;
-    const i = this.freeStates.findIndex((s) => s.maxContext === ctx);
+    const i = this.freeStates.findIndex((s) => s.maxContext >= ctx);
     const state = i >= 0 ? this.freeStates.splice(i, 1)[0] : this.net.newState(ctx);
     state.reset();
+    state.limit = ctx;
     return new Session(this.net, state, (s) => this.freeStates.push(s));
   }
 
@@ -104,19 +197,49 @@ export class Model {
     return (this.net.profile = {});
   }
 
-  /** The memories holding the trunk, scratch and session state. */
+  /** Replace the router's choices with a recorded trace (benchmarks only: the output is meaningless). */
+  setRouteOverride(fn: ((layer: number) => number[] | undefined) | undefined): void {
+    this.net.routeOverride = fn;
+  }
+
+  /** The memories holding the trunk, scratch, session state and expert cache. */
   get arenas(): readonly Arena[] {
     return this.net.weights.arenas;
   }
 
-  get expertStats(): ExpertStats {
-    return this.reader.stats;
+  stats(): ModelStats {
+    const c = this.cache?.stats ?? { slots: 0, hits: 0, misses: 0, bytesRead: 0, speculativeReads: 0, speculativeUsed: 0, speculativeBytes: 0, readWaitSeconds: 0, warmed: 0 };
+    const demand = c.hits + c.misses;
+    return {
+      ...c,
+      hitRate: demand ? c.hits / demand : 0,
+      direct: this.files?.direct ?? false,
+      directNote: this.files?.note,
+      budgetBytes: this.budget.limit,
+      floorBytes: this.plan.floorBytes,
+      allocatedBytes: this.budget.used,
+      lookahead: this.net.lookahead,
+      lookaheadPredicted: this.net.lookaheadStats.predicted,
+      lookaheadCorrect: this.net.lookaheadStats.correct,
+    };
+  }
+
+  /** Write the experts the cache holds now to the container's usage.waste, for a warm next open. */
+  saveUsage(file = path.join(this.container.dir, USAGE_FILE)): number {
+    return this.cache ? this.cache.saveUsage(file) : 0;
   }
 
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    try {
+      this.cache?.drain();
+    } catch {
+      /* closing regardless */
+    }
     if (this.kernels instanceof WasmKernels) await this.kernels.close();
+    await this.readers?.close();
+    this.files?.close();
     this.container.close();
   }
 }

@@ -3,6 +3,7 @@ import { WasteError } from '../util/errors.js';
 import { registerBench } from './commands/bench.js';
 import { registerInfo } from './commands/info.js';
 import { registerLogits } from './commands/logits.js';
+import { registerPlan } from './commands/plan.js';
 import { registerSynth } from './commands/synth.js';
 import { registerVerify } from './commands/verify.js';
 import { VERSION } from '../version.js';
@@ -17,6 +18,7 @@ export async function main(argv: string[]): Promise<number> {
     .exitOverride();
   registerInfo(program);
   registerLogits(program);
+  registerPlan(program);
   registerVerify(program);
   registerSynth(program);
   registerBench(program);

@@ -1,4 +1,5 @@
 import { WasteError } from '../util/errors.js';
+import { type MemoryBudget, UNLIMITED_BUDGET } from './budget.js';
 
 /**
  * A bump allocator over one shared WebAssembly.Memory. Weights, expert-cache slots, session state
@@ -25,12 +26,16 @@ export class Arena {
   private pages: number;
   private static nextId = 0;
 
-  /** `capacityBytes` is reserved now; the arena can grow later (to 4 GiB) if asked for more. */
-  constructor(capacityBytes: number) {
+  /**
+   * `capacityBytes` is reserved now; the arena can grow later (to 4 GiB) if asked for more. Every
+   * page, now and later, is charged to `budget`.
+   */
+  constructor(capacityBytes: number, readonly budget: MemoryBudget = UNLIMITED_BUDGET) {
     const want = ARENA_RESERVED + capacityBytes;
     if (!(capacityBytes >= 0) || want > MAX_ARENA_BYTES)
       throw new WasteError('E_ARG', `arena size ${capacityBytes} is outside 0..${MAX_ARENA_BYTES - ARENA_RESERVED}`);
     this.pages = Math.ceil(want / WASM_PAGE);
+    budget.charge(this.pages * WASM_PAGE, 'a new memory arena');
     try {
       this.memory = new WebAssembly.Memory({ initial: this.pages, maximum: 65536, shared: true });
     } catch (e) {
@@ -52,6 +57,11 @@ export class Arena {
     return MAX_ARENA_BYTES - this.top;
   }
 
+  /** Bytes that can be allocated without growing. */
+  get slack(): number {
+    return this.capacity - this.top;
+  }
+
   private buffer(): ArrayBufferLike {
     const b = this.memory.buffer;
     owners.set(b, this);
@@ -65,6 +75,7 @@ export class Arena {
     if (end > MAX_ARENA_BYTES) throw new WasteError('E_STATE', `arena ${this.id} cannot hold ${n} more bytes (it is limited to 4 GiB)`);
     if (end > this.capacity) {
       const pages = Math.ceil(end / WASM_PAGE);
+      this.budget.charge((pages - this.pages) * WASM_PAGE, `${n} more bytes in arena ${this.id}`);
       try {
         this.memory.grow(pages - this.pages);
       } catch (e) {

@@ -1,4 +1,5 @@
 import { ARENA_RESERVED, Arena, MAX_ARENA_BYTES } from './arena.js';
+import type { MemoryBudget } from './budget.js';
 import { unsupported } from '../util/errors.js';
 
 /**
@@ -8,7 +9,7 @@ import { unsupported } from '../util/errors.js';
  * can address (tests use it to exercise many arenas on a small model). Returns the arenas and,
  * per group, its arena.
  */
-export function packGroups(sizes: number[], perArena: number, arenaBytes = MAX_ARENA_BYTES): { arenas: Arena[]; of: Arena[] } {
+export function packGroups(sizes: number[], perArena: number, arenaBytes = MAX_ARENA_BYTES, budget?: MemoryBudget): { arenas: Arena[]; of: Arena[] } {
   const limit = Math.min(arenaBytes, MAX_ARENA_BYTES) - ARENA_RESERVED - perArena;
   const plans: { bytes: number; groups: number[] }[] = [];
   let cur: { bytes: number; groups: number[] } | undefined;
@@ -21,7 +22,7 @@ export function packGroups(sizes: number[], perArena: number, arenaBytes = MAX_A
   const arenas: Arena[] = [];
   const of: Arena[] = new Array(sizes.length);
   for (const p of plans) {
-    const a = new Arena(p.bytes + perArena);
+    const a = new Arena(p.bytes + perArena, budget);
     arenas.push(a);
     for (const g of p.groups) of[g] = a;
   }

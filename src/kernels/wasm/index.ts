@@ -3,6 +3,7 @@ import type { Tensor } from '../../container/tensor.js';
 import { type Arena, arenaOf } from '../../memory/arena.js';
 import { WasteError } from '../../util/errors.js';
 import type { KdaPrep, Kernels, MlaHeads, VqGeometry } from '../types.js';
+import type { KimiLinearConfig } from '../../model/kimi-linear/config.js';
 import { type KernelExports, type ParallelKernel, instantiate, kernelModule } from './module.js';
 import { KernelPool } from './pool.js';
 
@@ -14,6 +15,23 @@ function prepStride(cols: number, G: number): number {
 
 /** Per-thread scratch inside each arena (tile accumulators, the KDA update vector, a row). */
 const TMP_STRIDE = 64 * 1024;
+
+/** The widest input any trunk product of the model takes. */
+function widestInput(cfg: KimiLinearConfig): number {
+  const m = cfg.mla;
+  return Math.max(cfg.hidden, cfg.denseInter, cfg.kda.heads * cfg.kda.headDim, cfg.kda.headDim, m.heads * m.vHead, m.kvLoraRank, cfg.moe.inter * Math.max(1, cfg.moe.shared));
+}
+
+/** Prepared-activation bytes for `chunk` tokens of the widest input (any group size up to 1024). */
+function prepBytesFor(cfg: KimiLinearConfig, chunk: number): number {
+  const cols = widestInput(cfg) + 1024;
+  return chunk * (cols * 4 + Math.ceil(cols / 32) * 12 + 16);
+}
+
+/** Bytes the kernels take in each arena: per-thread scratch and prepared activations. */
+export function kernelArenaBytes(cfg: KimiLinearConfig, chunk: number, threads: number): number {
+  return threads * TMP_STRIDE + 4096 + Math.ceil(prepBytesFor(cfg, chunk) / 64) * 64 + 64;
+}
 /**
  * Below this much work (≈ multiply-adds) a call runs on the calling thread alone: handing rows to
  * a helper that is spinning costs about a microsecond…
@@ -36,17 +54,21 @@ export class WasmKernels implements Kernels {
   private constructor(
     readonly threads: number,
     private readonly pool: KernelPool | undefined,
+    private readonly prepBytes: number,
   ) {
     this.module = kernelModule();
     this.name = `wasm-simd128 × ${threads} thread${threads === 1 ? '' : 's'}`;
   }
 
-  /** Kernels for `threads` threads (the caller counts as one) over the given arenas. */
-  static async create(threads: number, arenas: Arena[]): Promise<WasmKernels> {
+  /**
+   * Kernels for `threads` threads (the caller counts as one) over the given arenas. With a model
+   * config, each arena's prepared-activation buffer is sized for it up front (see kernelArenaBytes).
+   */
+  static async create(threads: number, arenas: Arena[], model?: { cfg: KimiLinearConfig; chunk: number }): Promise<WasmKernels> {
     if (!(Number.isInteger(threads) && threads >= 1 && threads <= 256))
       throw new WasteError('E_ARG', `threads must be an integer in 1..256 (got ${threads})`);
     const pool = threads > 1 ? await KernelPool.create(kernelModule(), threads, arenas) : undefined;
-    const k = new WasmKernels(threads, pool);
+    const k = new WasmKernels(threads, pool, model ? prepBytesFor(model.cfg, model.chunk) : 0);
     for (const a of arenas) k.bind(a);
     return k;
   }
@@ -58,7 +80,9 @@ export class WasmKernels implements Kernels {
   private bind(arena: Arena): { ex: KernelExports; tmp: number; prep: number; prepBytes: number } {
     let b = this.local.get(arena.id);
     if (!b) {
-      b = { ex: instantiate(this.module, arena.memory), tmp: arena.alloc(this.threads * TMP_STRIDE, 4096), prep: 0, prepBytes: 0 };
+      const tmp = arena.alloc(this.threads * TMP_STRIDE, 4096);
+      const prep = this.prepBytes ? arena.alloc(this.prepBytes, 64) : 0;
+      b = { ex: instantiate(this.module, arena.memory), tmp, prep, prepBytes: this.prepBytes };
       this.local.set(arena.id, b);
       this.arenas.set(arena.id, arena);
       this.pool?.attach(arena);

@@ -2,7 +2,7 @@ import type { Container } from '../../container/open.js';
 import type { ExpertQuant } from '../../container/format.js';
 import type { Kernels, VqGeometry } from '../../kernels/types.js';
 import type { Arena } from '../../memory/arena.js';
-import type { ExpertSource } from '../../runtime/experts.js';
+import type { ExpertCache } from '../../runtime/cache.js';
 import { WasteError } from '../../util/errors.js';
 import type { KimiLinearConfig } from './config.js';
 import { KimiLinearState } from './state.js';
@@ -33,12 +33,19 @@ export class KimiLinearModel {
   private readonly scratch = new Map<Arena, Scratch>();
   /** When set, wall time in ms is added up per phase: "kda", "mla", "moe", "dense", "head". */
   profile?: Record<string, number>;
+  /** Decode only: prefetch this many of the next MoE layer's likeliest experts (0 = off). */
+  lookahead = 0;
+  /** Replace the router's choice (a recorded routing trace, for benchmarks): ids for layer L. */
+  routeOverride?: (layer: number) => number[] | undefined;
+  /** Lookahead guesses, and how many of them the real router then chose. */
+  readonly lookaheadStats = { predicted: 0, correct: 0 };
+  private predicted = new Map<number, number[]>();
 
   constructor(
     readonly container: Container,
     readonly weights: KimiLinearWeights,
     readonly kernels: Kernels,
-    readonly experts: ExpertSource,
+    readonly experts: ExpertCache | undefined,
     chunk: number,
     maxContext: number,
   ) {
@@ -216,49 +223,55 @@ export class KimiLinearModel {
 
   /**
    * Sigmoid router with a selection-only bias, top-k, renormalised and scaled weights; routed
-   * experts through lookup tables, each distinct expert read once per chunk and applied to every
-   * token routed to it; then the shared experts.
+   * experts through lookup tables; the shared experts. The distinct experts of the chunk are
+   * requested from the cache at once (in the order they are listed) and each is computed, for every
+   * token routed to it, as soon as its record lands; the shared experts run while the first reads
+   * are in flight. Results are summed in selection order afterwards, so the order in which records
+   * land changes nothing.
    */
   private async moe(L: number, w: MoeWeights, T: number, s: Scratch): Promise<void> {
     const { hidden: H } = this.cfg;
-    const { experts: E, topK: K, inter: I, renormalize, routedScale } = this.cfg.moe;
+    const { experts: E, topK: K, renormalize, routedScale } = this.cfg.moe;
     const k = this.kernels;
-    const geom = this.geom!;
-    const lay = this.container.banks.get(L)!.layout;
+    const cache = this.experts;
+    if (!cache) throw new WasteError('E_STATE', 'this model has no expert cache');
     k.matmul(w.router, s.norm, s.router, T);
     for (let t = 0; t < T; t++)
       k.moeRoute(s.router.subarray(t * E, (t + 1) * E), w.bias, E, K, s.route.subarray(t * K, (t + 1) * K), s.routeW.subarray(t * K, (t + 1) * K), renormalize, routedScale);
+    const forced = this.routeOverride?.(L);
+    if (forced) for (let t = 0; t < T; t++) for (let j = 0; j < K; j++) s.route[t * K + j] = forced[j % forced.length];
 
-    // Distinct experts in ascending id order; the gate/up tables depend on the token, not the
-    // expert, so they are built once per token and shared by all its experts.
+    const guess = this.predicted.get(L);
+    if (guess && T === 1) {
+      const chosen = new Set(s.route.subarray(0, K));
+      this.lookaheadStats.predicted += guess.length;
+      for (const e of guess) if (chosen.has(e)) this.lookaheadStats.correct++;
+    }
+    this.predicted.delete(L);
+
     const used = [...new Set(s.route.subarray(0, T * K))].sort((a, b) => a - b);
-    const lutSize = (H / geom.vecDim) * geom.stages * geom.entries;
-    const built = new Uint8Array(T);
-    const [bookG, bookU, bookD] = w.booksT;
-    for (const e of used) {
-      const rec = await this.experts.get(L, e);
-      for (let t = 0; t < T; t++) {
-        for (let j = 0; j < K; j++) {
-          if (s.route[t * K + j] !== e) continue;
-          const lutG = s.lut.subarray(2 * t * lutSize, (2 * t + 1) * lutSize);
-          const lutU = s.lut.subarray((2 * t + 1) * lutSize, (2 * t + 2) * lutSize);
-          if (!built[t]) {
-            const xin = s.norm.subarray(t * H, (t + 1) * H);
-            k.vqLut(bookG, geom.stages, geom.entries, geom.vecDim, xin, H, lutG);
-            k.vqLut(bookU, geom.stages, geom.entries, geom.vecDim, xin, H, lutU);
-            built[t] = 1;
-          }
-          const sc = lay.scaleOff;
-          k.vqApply(rec, lay.gateOff, sc, I, H, geom, lutG, s.ffA);
-          k.vqApply(rec, lay.upOff, sc + 2 * I, I, H, geom, lutU, s.ffB);
-          k.siluMul(s.ffA, s.ffB, I);
-          k.vqLut(bookD, geom.stages, geom.entries, geom.vecDim, s.ffA, I, s.lutDown);
-          k.vqApply(rec, lay.downOff, sc + 4 * I, H, I, geom, s.lutDown, s.expertOut.subarray((t * K + j) * H, (t * K + j + 1) * H));
-        }
+    const prepared = new Map<Scratch, Uint8Array>();
+    let sharedDone = false;
+    for (let i = 0; i < used.length; ) {
+      // as many as the cache can hold at once (a whole decode layer; prefill chunks in windows)
+      const n = Math.max(1, Math.min(used.length - i, cache.available()));
+      const ids = used.slice(i, i + n);
+      i += n;
+      const slots = cache.request(L, ids);
+      if (!sharedDone && w.shared) this.ffn(w.shared, T, s, s.shared);
+      sharedDone = true;
+      while (slots.length) {
+        const at = cache.waitAny(slots);
+        const slot = slots.splice(at, 1)[0];
+        const e = ids.splice(at, 1)[0];
+        const rec = cache.record(slot);
+        this.expert(L, w, e, rec, this.scratchOf(slot.arena), s, T, prepared);
+        cache.release(slot);
       }
     }
+    if (!sharedDone && w.shared) this.ffn(w.shared, T, s, s.shared);
+
     // Weighted sum in selection order, then the shared experts (unweighted).
-    if (w.shared) this.ffn(w.shared, T, s, s.shared);
     for (let t = 0; t < T; t++)
       k.moeCombine(
         s.out.subarray(t * H, (t + 1) * H),
@@ -268,6 +281,71 @@ export class KimiLinearModel {
         H,
         w.shared ? s.shared.subarray(t * H, (t + 1) * H) : undefined,
       );
+    if (T === 1 && this.lookahead > 0) this.lookAhead(L, s);
+  }
+
+  /**
+   * One routed expert for every token of the chunk routed to it, computed in `sx` (the scratch of
+   * the arena its record landed in) and left in the layer's scratch `s`. The gate/up tables depend
+   * on the token, not the expert, so each token's are built once per arena and shared.
+   */
+  private expert(L: number, w: MoeWeights, e: number, rec: Uint8Array, sx: Scratch, s: Scratch, T: number, prepared: Map<Scratch, Uint8Array>): void {
+    const { hidden: H } = this.cfg;
+    const { topK: K, inter: I } = this.cfg.moe;
+    const k = this.kernels;
+    const geom = this.geom!;
+    const lay = this.container.banks.get(L)!.layout;
+    const lutSize = (H / geom.vecDim) * geom.stages * geom.entries;
+    let built = prepared.get(sx);
+    if (!built) prepared.set(sx, (built = new Uint8Array(T)));
+    const [bookG, bookU, bookD] = sx === s ? w.booksT : this.booksIn(L, w, sx);
+    for (let t = 0; t < T; t++) {
+      for (let j = 0; j < K; j++) {
+        if (s.route[t * K + j] !== e) continue;
+        const lutG = sx.lut.subarray(2 * t * lutSize, (2 * t + 1) * lutSize);
+        const lutU = sx.lut.subarray((2 * t + 1) * lutSize, (2 * t + 2) * lutSize);
+        if (!built[t]) {
+          if (sx !== s) sx.norm.set(s.norm.subarray(t * H, (t + 1) * H), t * H);
+          const xin = sx.norm.subarray(t * H, (t + 1) * H);
+          k.vqLut(bookG, geom.stages, geom.entries, geom.vecDim, xin, H, lutG);
+          k.vqLut(bookU, geom.stages, geom.entries, geom.vecDim, xin, H, lutU);
+          built[t] = 1;
+        }
+        const sc = lay.scaleOff;
+        k.vqApply(rec, lay.gateOff, sc, I, H, geom, lutG, sx.ffA);
+        k.vqApply(rec, lay.upOff, sc + 2 * I, I, H, geom, lutU, sx.ffB);
+        k.siluMul(sx.ffA, sx.ffB, I);
+        k.vqLut(bookD, geom.stages, geom.entries, geom.vecDim, sx.ffA, I, sx.lutDown);
+        const dst = sx.expertOut.subarray((t * K + j) * H, (t * K + j + 1) * H);
+        k.vqApply(rec, lay.downOff, sc + 4 * I, H, I, geom, sx.lutDown, dst);
+        if (sx !== s) s.expertOut.set(dst, (t * K + j) * H);
+      }
+    }
+  }
+
+  /** Layer L's transposed codebooks copied into another arena's scratch (for records cached there). */
+  private booksIn(L: number, w: MoeWeights, sx: Scratch): [Float32Array, Float32Array, Float32Array] {
+    if (sx.booksLayer !== L) {
+      for (let kind = 0; kind < 3; kind++) sx.books[kind].set(w.booksT[kind]);
+      sx.booksLayer = L;
+    }
+    return sx.books;
+  }
+
+  /** Run the next MoE layer's router on this layer's MoE input and prefetch its likeliest experts. */
+  private lookAhead(L: number, s: Scratch): void {
+    const next = this.weights.layers[L + 1];
+    if (!next || next.ffn.kind !== 'moe' || !this.experts) return;
+    const { hidden: H } = this.cfg;
+    const { experts: E } = this.cfg.moe;
+    const n = Math.min(this.lookahead, E, 64);
+    const sn = this.scratchOf(next.arena);
+    if (sn !== s) sn.norm.set(s.norm.subarray(0, H));
+    this.kernels.matmul(next.ffn.router, sn.norm, sn.router, 1);
+    this.kernels.moeRoute(sn.router.subarray(0, E), next.ffn.bias, E, n, sn.lookIds, sn.lookW, false, 1);
+    const ids = [...sn.lookIds.subarray(0, n)];
+    this.predicted.set(L + 1, ids);
+    this.experts.prefetch(L + 1, ids);
   }
 }
 
@@ -307,6 +385,11 @@ class Scratch {
   lutDown: Float32Array;
   expertOut: Float32Array;
   logits: Float32Array;
+  lookIds: Int32Array;
+  lookW: Float32Array;
+  /** A copy of one layer's codebooks, for experts cached in this arena but computed for another layer's. */
+  books: [Float32Array, Float32Array, Float32Array];
+  booksLayer = -1;
 
   constructor(cfg: KimiLinearConfig, T: number, maxContext: number, q: ExpertQuant | undefined, m: Allocator) {
     const H = cfg.hidden;
@@ -342,5 +425,9 @@ class Scratch {
     this.lutDown = m.f32(q ? (cfg.moe.inter / q.vecDim) * q.stages * q.entries : 0);
     this.expertOut = m.f32(T * K * H);
     this.logits = m.f32(cfg.vocab);
+    this.lookIds = m.i32(64);
+    this.lookW = m.f32(64);
+    const per = q ? q.stages * q.vecDim * q.entries : 0;
+    this.books = [m.f32(per), m.f32(per), m.f32(per)];
   }
 }

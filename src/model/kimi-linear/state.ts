@@ -11,7 +11,10 @@ import type { KimiLinearConfig } from './config.js';
 export class KimiLinearState {
   /** Tokens consumed so far (the next position). */
   pos = 0;
+  /** Positions the state has room for. */
   readonly maxContext: number;
+  /** Positions the current session may use (at most maxContext). */
+  limit: number;
   readonly kda: ({ S: Float32Array; conv: Float32Array } | null)[];
   readonly mla: ({ cache: Float32Array } | null)[];
   readonly latentWidth: number;
@@ -20,6 +23,7 @@ export class KimiLinearState {
     if (!(Number.isInteger(maxContext) && maxContext >= 1))
       throw new WasteError('E_ARG', `context length must be a positive integer (got ${maxContext})`);
     this.maxContext = maxContext;
+    this.limit = maxContext;
     const { heads: H, headDim: D, convKernel: K } = cfg.kda;
     this.latentWidth = cfg.mla.kvLoraRank + cfg.mla.qkRope;
     this.kda = cfg.layerKinds.map((k, L) =>
@@ -28,19 +32,19 @@ export class KimiLinearState {
     this.mla = cfg.layerKinds.map((k, L) => (k.attn === 'mla' ? { cache: arenas[L].allocF32(maxContext * this.latentWidth) } : null));
   }
 
-  /** Bytes one session's state takes for `maxContext` positions. */
-  static bytes(cfg: KimiLinearConfig, maxContext: number): number {
+  /** Bytes one session's state takes in each layer's arena, for `maxContext` positions. */
+  static layerBytes(cfg: KimiLinearConfig, maxContext: number): number[] {
     const { heads: H, headDim: D, convKernel: K } = cfg.kda;
-    let n = 0;
-    for (const k of cfg.layerKinds)
-      n += k.attn === 'kda' ? 4 * (H * D * D + 3 * H * D * (K - 1)) : 4 * maxContext * (cfg.mla.kvLoraRank + cfg.mla.qkRope);
-    return n;
+    const al = (n: number) => Math.ceil(n / 64) * 64;
+    return cfg.layerKinds.map((k) =>
+      k.attn === 'kda' ? al(4 * H * D * D) + al(4 * 3 * H * D * (K - 1)) : al(4 * maxContext * (cfg.mla.kvLoraRank + cfg.mla.qkRope)),
+    );
   }
 
   /** Check that positions up to `end` (exclusive) fit. */
   reserve(end: number): void {
-    if (end > this.maxContext)
-      throw new WasteError('E_STATE', `context is full: ${end} tokens would exceed the context length of ${this.maxContext}`);
+    if (end > this.limit)
+      throw new WasteError('E_STATE', `context is full: ${end} tokens would exceed the context length of ${this.limit}`);
   }
 
   reset(): void {

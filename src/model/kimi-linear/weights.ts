@@ -3,7 +3,7 @@ import type { TrunkEntry } from '../../container/manifest.js';
 import { type Tensor, makeViews, rowsCols, storedSizes } from '../../container/tensor.js';
 import { Fmt, fmtName } from '../../container/format.js';
 import type { Arena } from '../../memory/arena.js';
-import { aligned, packGroups } from '../../memory/pack.js';
+import { aligned } from '../../memory/pack.js';
 import { WasteError } from '../../util/errors.js';
 import type { KimiLinearConfig } from './config.js';
 
@@ -157,27 +157,31 @@ function layerLayout<M>(cfg: KimiLinearConfig, L: number, b: Binder<M>) {
   return { inputNorm, postNorm, attn, ffn };
 }
 
-/**
- * Check the trunk against the config, then load it into arenas. `perArena` bytes are reserved in
- * every arena for the forward pass's scratch.
- */
-export function loadWeights(c: Container, cfg: KimiLinearConfig, perArena: number, arenaBytes?: number): KimiLinearWeights {
+/** Names a trunk tensor, checked to exist. */
+function entryOf(c: Container): (name: string) => TrunkEntry {
   const prefix = c.manifest.tensorPrefix;
-  const entry = (name: string): TrunkEntry => {
+  return (name: string): TrunkEntry => {
     const e = c.tensors.get(prefix + name);
     if (!e) throw new WasteError('E_FORMAT', `manifest.json: required tensor ${prefix + name} is missing from the trunk`);
     return e;
   };
-  const shapeError = (e: TrunkEntry, expected: string) =>
-    new WasteError('E_FORMAT', `manifest.json: tensor ${e.name} has shape [${e.shape}], expected ${expected}`);
+}
 
+const shapeError = (e: TrunkEntry, expected: string) =>
+  new WasteError('E_FORMAT', `manifest.json: tensor ${e.name} has shape [${e.shape}], expected ${expected}`);
+
+/**
+ * Check every trunk tensor against the shapes the config implies (before anything is read) and
+ * return the resident bytes of each group: one per layer, then the head (final norm + LM head).
+ */
+export function planWeights(c: Container, cfg: KimiLinearConfig): number[] {
+  const prefix = c.manifest.tensorPrefix;
+  const entry = entryOf(c);
   const embed = entry('model.embed_tokens.weight');
   if (embed.shape.length !== 2 || embed.shape[0] !== cfg.vocab || embed.shape[1] !== cfg.hidden)
     throw shapeError(embed, `[${cfg.vocab}, ${cfg.hidden}]`);
   const q = c.quant;
   const booksBytes = q ? 3 * aligned(q.stages * q.vecDim * q.entries * 4) : 0;
-
-  // Pass 1: check every shape and count each group's bytes (layers, then the head).
   const groupBytes: number[] = [];
   let bytes = 0;
   const planner: Binder<null> = {
@@ -214,9 +218,18 @@ export function loadWeights(c: Container, cfg: KimiLinearConfig, perArena: numbe
   planner.vector('model.norm.weight', cfg.hidden);
   planner.matrix('lm_head.weight', cfg.vocab, cfg.hidden);
   groupBytes.push(bytes);
+  return groupBytes;
+}
 
-  // Pass 2: allocate and read, each group in its arena.
-  const { arenas, of } = packGroups(groupBytes, perArena, arenaBytes);
+/**
+ * Load the trunk into arenas: group g (layers in order, then the head) into `of[g]`, which the
+ * caller has sized from planWeights.
+ */
+export function loadWeights(c: Container, cfg: KimiLinearConfig, of: Arena[], arenas: Arena[]): KimiLinearWeights {
+  const entry = entryOf(c);
+  const embed = entry('model.embed_tokens.weight');
+  const q = c.quant;
+  const planner = { has: (name: string) => c.tensors.has(c.manifest.tensorPrefix + name) };
   let arena: Arena = of[0];
   const loader: Binder<Tensor> = {
     has: planner.has,

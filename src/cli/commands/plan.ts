@@ -1,0 +1,73 @@
+import type { Command } from 'commander';
+import { openContainer } from '../../container/open.js';
+import { cpuCount } from '../../kernels/wasm/pool.js';
+import { planMemory } from '../../runtime/plan.js';
+import { formatSize, parseSize } from '../../util/size.js';
+import { intArg } from '../args.js';
+
+export function registerPlan(program: Command): void {
+  program
+    .command('plan')
+    .description('the memory plan: the floor, the default budget, and what a given budget buys (loads no weights)')
+    .argument('<model>', 'container directory')
+    .option('--ctx <n>', 'context length the plan reserves state for', intArg(1, 1 << 24), 4096)
+    .option('--budget <size>', 'a RAM budget to evaluate: bytes, 512M, 8G, or a percentage of usable RAM')
+    .option('--threads <n>', 'compute threads (scratch is per thread)', intArg(1, 256))
+    .option('--json', 'print JSON', false)
+    .action((model: string, o: { ctx: number; budget?: string; threads?: number; json: boolean }) => {
+      const c = openContainer(model);
+      try {
+        const plan = planMemory(c, { maxContext: o.ctx, threads: o.threads ?? cpuCount() });
+        const budget = o.budget !== undefined ? parseSize(o.budget, plan.ram.usable, 'budget') : undefined;
+        const below = budget !== undefined && budget < plan.floorBytes;
+        const layout = budget !== undefined && !below ? plan.layout(budget) : undefined;
+        const def = plan.layout(plan.defaultBudget);
+        const out = {
+          context: plan.maxContext,
+          trunk_bytes: plan.trunkBytes,
+          state_bytes: plan.stateBytes,
+          scratch_bytes_per_arena: plan.scratchBytesPerArena,
+          expert_record_bytes: plan.recordBytes,
+          working_set_records: plan.workingSetRecords,
+          working_set_bytes: plan.workingSetBytes,
+          floor_bytes: plan.floorBytes,
+          physical_ram_bytes: plan.ram.physical,
+          cgroup_limit_bytes: plan.ram.cgroupLimit ?? null,
+          usable_ram_bytes: plan.ram.usable,
+          default_budget_bytes: plan.defaultBudget,
+          default_working_sets: plan.defaultWorkingSets,
+          default_cache_slots: def.slots,
+          budget_bytes: budget ?? null,
+          cache_slots: layout ? layout.slots : budget !== undefined ? -1 : null,
+          expert_cache_bytes: layout ? layout.slots * plan.recordBytes : budget !== undefined ? -1 : null,
+          total_expert_records: plan.totalExperts,
+        };
+        if (o.json) process.stdout.write(JSON.stringify(out, null, 2) + '\n');
+        else {
+          const rows: [string, string][] = [
+            ['trunk (resident)', formatSize(plan.trunkBytes)],
+            [`state (${plan.maxContext} tokens)`, formatSize(plan.stateBytes)],
+            ['scratch (per arena)', formatSize(plan.scratchBytesPerArena)],
+            ['one token of experts', `${formatSize(plan.workingSetBytes)} (${plan.workingSetRecords} records of ${formatSize(plan.recordBytes)})`],
+            ['FLOOR', `${formatSize(plan.floorBytes)} (${plan.floorBytes} bytes)`],
+            ['usable RAM', `${formatSize(plan.ram.usable)}${plan.ram.cgroupLimit !== undefined ? ' (cgroup limit)' : ''} of ${formatSize(plan.ram.physical)} physical`],
+            [
+              'default budget',
+              plan.defaultWorkingSets
+                ? `${formatSize(plan.defaultBudget)}: floor + ${plan.defaultWorkingSets} working sets, ${def.slots} cache slots`
+                : `${formatSize(plan.defaultBudget)}: the floor (no working set more fits under 7/8 of usable RAM)`,
+            ],
+          ];
+          if (budget !== undefined)
+            rows.push([
+              `budget ${formatSize(budget)}`,
+              below ? `BELOW the floor of ${formatSize(plan.floorBytes)}: the engine will not open` : `${layout!.slots} cache slots (${formatSize(layout!.slots * plan.recordBytes)}) of ${plan.totalExperts} expert records`,
+            ]);
+          process.stdout.write(rows.map(([k, v]) => `${k.padEnd(24)} ${v}\n`).join(''));
+        }
+        if (below) process.exitCode = 1;
+      } finally {
+        c.close();
+      }
+    });
+}

@@ -1,0 +1,48 @@
+import { type Command, Option } from 'commander';
+import type { OpenOptions } from '../engine.js';
+import { usableRam } from '../runtime/ram.js';
+import { parseSize } from '../util/size.js';
+import { intArg } from './args.js';
+
+/** The options every command that opens a model shares. */
+export interface EngineFlags {
+  budget?: string;
+  threads?: number;
+  ioThreads: number;
+  lookahead: number;
+  cachePolicy: 'lfru' | 'lru';
+  verify: boolean;
+  direct: boolean;
+  warm: boolean;
+  ctx: number;
+  kernels: 'wasm' | 'typescript';
+}
+
+export function addEngineOptions(cmd: Command): Command {
+  return cmd
+    .option('--budget <size>', 'RAM ceiling for everything the engine allocates: bytes, 512M, 8G, or a percentage of usable RAM (default: the plan\'s default budget)')
+    .option('--ctx <n>', 'context length', intArg(1, 1 << 24), 4096)
+    .option('--threads <n>', 'compute threads (default: one per core)', intArg(1, 256))
+    .option('--io-threads <n>', 'reader threads for expert records (0 reads on the compute thread)', intArg(0, 64), 2)
+    .option('--lookahead <k>', 'decode: prefetch the next layer\'s k likeliest experts (0 disables)', intArg(0, 64), 6)
+    .addOption(new Option('--cache-policy <policy>', 'expert-cache eviction').choices(['lfru', 'lru']).default('lfru'))
+    .option('--verify', "check each expert record's CRC32 as it enters RAM", false)
+    .option('--no-direct', 'read experts through the page cache instead of O_DIRECT')
+    .option('--no-warm', "ignore the container's usage.waste hotlist")
+    .addOption(new Option('--kernels <impl>', 'kernel implementation').choices(['wasm', 'typescript']).default('wasm'));
+}
+
+export function openOptions(f: EngineFlags): OpenOptions {
+  return {
+    budget: f.budget !== undefined ? parseSize(f.budget, usableRam().usable, 'budget') : undefined,
+    threads: f.threads,
+    ioThreads: f.ioThreads,
+    lookahead: f.lookahead,
+    cachePolicy: f.cachePolicy,
+    verify: f.verify,
+    direct: f.direct,
+    warm: f.warm,
+    maxContext: f.ctx,
+    kernels: f.kernels,
+  };
+}

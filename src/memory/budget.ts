@@ -1,0 +1,33 @@
+import { WasteError } from '../util/errors.js';
+import { formatSize } from '../util/size.js';
+
+/**
+ * The RAM budget: a ceiling on every byte the engine allocates for a model (arena memory: trunk,
+ * scratch, session state, expert cache). Arenas charge it as they are created and grown; going
+ * past it is refused, never done.
+ */
+export class MemoryBudget {
+  private used_ = 0;
+
+  constructor(readonly limit: number) {}
+
+  get used(): number {
+    return this.used_;
+  }
+
+  get remaining(): number {
+    return this.limit - this.used_;
+  }
+
+  charge(bytes: number, what: string): void {
+    if (this.used_ + bytes > this.limit)
+      throw new WasteError(
+        'E_STATE',
+        `the RAM budget of ${formatSize(this.limit)} has no room for ${what} (${formatSize(bytes)}; ${formatSize(this.remaining)} left)`,
+      );
+    this.used_ += bytes;
+  }
+}
+
+/** No ceiling: for tools and tests that allocate arenas outside a model. */
+export const UNLIMITED_BUDGET = new MemoryBudget(Number.MAX_SAFE_INTEGER);

@@ -1,0 +1,350 @@
+import * as fs from 'node:fs';
+import type { Container } from '../container/open.js';
+import type { Arena } from '../memory/arena.js';
+import { WasteError } from '../util/errors.js';
+import { ReaderPool, Status } from './readers.js';
+import type { StreamFiles } from './io.js';
+
+/**
+ * The expert cache: fixed slots in arenas, each holding one expert record, filled by one read
+ * straight into the slot. LFRU eviction by default (sample a few slots, evict the least used; the
+ * count restarts when a slot is reused), LRU as an option. Slots in use or in flight are pinned.
+ * Hits and misses count demand requests only; lookahead reads are counted apart.
+ *
+ * What it holds decides speed, never the answer: a record is the same bytes from any slot.
+ */
+export type CachePolicy = 'lfru' | 'lru';
+
+export interface CacheSlot {
+  readonly index: number;
+  readonly arena: Arena;
+  readonly off: number;
+  readonly view: Uint8Array;
+  key: number;
+  hits: number;
+  last: number;
+  pins: number;
+  /** Brought in by lookahead and not yet asked for. */
+  speculative: boolean;
+  /** Header checked since the record landed. */
+  checked: boolean;
+}
+
+export interface CacheStats {
+  slots: number;
+  hits: number;
+  misses: number;
+  /** Bytes read for demand misses. */
+  bytesRead: number;
+  /** Lookahead reads issued, and how many of them a later demand used. */
+  speculativeReads: number;
+  speculativeUsed: number;
+  speculativeBytes: number;
+  /** Wall seconds the computing thread spent waiting for reads. */
+  readWaitSeconds: number;
+  /** Records loaded at open from a learned hotlist. */
+  warmed: number;
+}
+
+const SAMPLE = 16;
+const key = (layer: number, expert: number) => layer * 65536 + expert;
+
+export class ExpertCache {
+  readonly slots: CacheSlot[] = [];
+  readonly stats: CacheStats;
+  private readonly map = new Map<number, CacheSlot>();
+  private readonly free: CacheSlot[] = [];
+  private clock = 0;
+  private rng = 0x2545f491;
+  private lastDone = 0;
+  /** Records read by this cache, in order (for the I/O floor measurement). */
+  readonly readLog: number[] = [];
+
+  constructor(
+    private readonly container: Container,
+    private readonly files: StreamFiles,
+    slots: { arena: Arena; off: number }[],
+    readonly stride: number,
+    readonly policy: CachePolicy,
+    private readonly readers: ReaderPool | undefined,
+    private readonly verify: boolean,
+  ) {
+    slots.forEach((s, i) => {
+      const slot: CacheSlot = { index: i, arena: s.arena, off: s.off, view: s.arena.u8(s.off, stride), key: -1, hits: 0, last: 0, pins: 0, speculative: false, checked: false };
+      this.slots.push(slot);
+      this.free.push(slot);
+    });
+    this.free.reverse();
+    this.stats = { slots: slots.length, hits: 0, misses: 0, bytesRead: 0, speculativeReads: 0, speculativeUsed: 0, speculativeBytes: 0, readWaitSeconds: 0, warmed: 0 };
+  }
+
+  get direct(): boolean {
+    return this.files.direct;
+  }
+
+  /** Slots not pinned: how many records a batch of requests may claim at once. */
+  available(): number {
+    let n = 0;
+    for (const s of this.slots) if (s.pins === 0 && !this.inflight(s)) n++;
+    return n;
+  }
+
+  private inflight(s: CacheSlot): boolean {
+    return this.readers !== undefined && Atomics.load(this.readers.status, s.index) === Status.QUEUED;
+  }
+
+  private nextRandom(): number {
+    this.rng = (Math.imul(this.rng, 1664525) + 1013904223) >>> 0;
+    return this.rng;
+  }
+
+  /** A slot to read into: an empty one, else the LFRU (or LRU) choice among a sample. */
+  private victim(): CacheSlot {
+    const f = this.free.pop();
+    if (f) return f;
+    let best: CacheSlot | undefined;
+    const n = this.slots.length;
+    for (let i = 0; i < SAMPLE; i++) {
+      const s = this.slots[this.nextRandom() % n];
+      if (s.pins > 0 || this.inflight(s)) continue;
+      if (!best || this.better(s, best)) best = s;
+    }
+    if (!best) for (const s of this.slots) if (s.pins === 0 && !this.inflight(s)) return this.evict(s);
+    if (!best) throw new WasteError('E_STATE', `the expert cache is too small: all ${n} slots are in use`);
+    return this.evict(best);
+  }
+
+  private better(a: CacheSlot, b: CacheSlot): boolean {
+    if (this.policy === 'lfru' && a.hits !== b.hits) return a.hits < b.hits;
+    return a.last < b.last;
+  }
+
+  private evict(s: CacheSlot): CacheSlot {
+    this.map.delete(s.key);
+    s.key = -1;
+    return s;
+  }
+
+  private issue(s: CacheSlot, layer: number, expert: number): void {
+    s.key = key(layer, expert);
+    s.hits = 1;
+    s.last = this.clock;
+    s.checked = false;
+    this.map.set(s.key, s);
+    const bank = this.container.banks.get(layer)!;
+    const fd = this.files.fds.get(layer)!;
+    this.readLog.push(s.key);
+    if (this.readers) this.readers.enqueue(s.index, fd, expert * bank.stride, s.arena.id, s.off, bank.stride);
+    else {
+      // no reader threads: read now, on this thread
+      let done = 0;
+      while (done < bank.stride) {
+        const got = fs.readSync(fd, s.view, done, bank.stride - done, expert * bank.stride + done);
+        if (got <= 0) break;
+        done += got;
+      }
+      if (done !== bank.stride) {
+        this.evict(s);
+        this.free.push(s);
+        throw bank.fault(expert, `short read (${done} of ${bank.stride} bytes)`);
+      }
+    }
+  }
+
+  /**
+   * Demand for layer `layer`'s experts `ids`, in the order they will be used: cached ones are hits,
+   * the rest are read (all requested at once, in this order). Every returned slot is pinned until
+   * released.
+   */
+  request(layer: number, ids: readonly number[]): CacheSlot[] {
+    this.clock++;
+    const out: CacheSlot[] = [];
+    const bank = this.container.banks.get(layer);
+    if (!bank) throw new WasteError('E_STATE', `layer ${layer} has no expert bank`);
+    for (const e of ids) {
+      if (!(e >= 0 && e < bank.experts)) throw new WasteError('E_STATE', `layer ${layer} has no expert ${e}`);
+      let s = this.map.get(key(layer, e));
+      if (s) {
+        this.stats.hits++;
+        if (s.speculative) {
+          this.stats.speculativeUsed++;
+          s.speculative = false;
+        }
+        s.hits++;
+        s.last = this.clock;
+      } else {
+        this.stats.misses++;
+        this.stats.bytesRead += bank.stride;
+        s = this.victim();
+        this.issue(s, layer, e);
+      }
+      s.pins++;
+      out.push(s);
+    }
+    return out;
+  }
+
+  /** Lookahead: read these experts of `layer` if they are not cached (never evicting pinned slots). */
+  prefetch(layer: number, ids: readonly number[]): void {
+    const bank = this.container.banks.get(layer);
+    if (!bank) return;
+    for (const e of ids) {
+      if (this.map.has(key(layer, e))) continue;
+      if (this.available() <= 0) return;
+      const s = this.victim();
+      this.issue(s, layer, e);
+      s.speculative = true;
+      s.hits = 0;
+      this.stats.speculativeReads++;
+      this.stats.speculativeBytes += bank.stride;
+    }
+  }
+
+  /** True once the slot's record is in memory (or its read failed). */
+  landed(s: CacheSlot): boolean {
+    return !this.inflight(s);
+  }
+
+  /** Wait until one of `pending` has landed; returns its index in `pending`. */
+  waitAny(pending: readonly CacheSlot[]): number {
+    const t0 = performance.now();
+    try {
+      for (;;) {
+        for (let i = 0; i < pending.length; i++) if (this.landed(pending[i])) return i;
+        const ctrl = this.readers!.ctrl;
+        const done = Atomics.load(ctrl, 2);
+        if (done === this.lastDone) Atomics.wait(ctrl, 2, done, 1000);
+        this.lastDone = Atomics.load(ctrl, 2);
+      }
+    } finally {
+      this.stats.readWaitSeconds += (performance.now() - t0) / 1000;
+    }
+  }
+
+  /** The slot's record, checked the first time it is used after landing. */
+  record(s: CacheSlot): Uint8Array {
+    if (!this.landed(s)) this.waitAny([s]);
+    const layer = Math.floor(s.key / 65536);
+    const expert = s.key % 65536;
+    const bank = this.container.banks.get(layer)!;
+    if (!s.checked) {
+      const st = this.readers ? Atomics.load(this.readers.status, s.index) : Status.READY;
+      if (st !== Status.READY) {
+        const why =
+          st === Status.ERR_CRC
+            ? 'checksum mismatch (the record is damaged)'
+            : st === Status.ERR_SHORT
+              ? 'short read (the bank is truncated)'
+              : `read failed (errno ${-this.readers!.errno[s.index]})`;
+        this.forget(s);
+        throw bank.fault(expert, why);
+      }
+      try {
+        bank.check(expert, s.view, this.verify && !this.readers);
+      } catch (e) {
+        this.forget(s);
+        throw e;
+      }
+      s.checked = true;
+    }
+    return s.view;
+  }
+
+  /** Drop a slot whose contents are bad, so a later request reads it again. */
+  private forget(s: CacheSlot): void {
+    this.evict(s);
+    s.pins = 0;
+    s.speculative = false;
+    if (this.readers) Atomics.store(this.readers.status, s.index, Status.EMPTY);
+    this.free.push(s);
+  }
+
+  release(s: CacheSlot): void {
+    if (s.pins > 0) s.pins--;
+  }
+
+  /** Wait for every read in flight (before closing, or before measuring). */
+  drain(): void {
+    const pending = this.slots.filter((s) => !this.landed(s));
+    while (pending.length) pending.splice(this.waitAny(pending), 1);
+  }
+
+  /** Read every expert of every layer (the cache must have a slot for each). */
+  preloadAll(): void {
+    for (const [layer, bank] of this.container.banks)
+      for (let e = 0; e < bank.experts; e++) {
+        const s = this.victim();
+        this.issue(s, layer, e);
+        s.hits = 0;
+      }
+    if (this.readers) this.drain();
+    for (const s of this.slots) if (s.key >= 0) this.record(s);
+    this.readLog.length = 0;
+  }
+
+  // --- learned hotlist: usage.waste, the C engine's format -----------------------------------
+
+  /** Write the experts held now with their hit counts, most used first. */
+  saveUsage(file: string): number {
+    const held = this.slots.filter((s) => s.key >= 0 && this.landed(s));
+    const buf = Buffer.alloc(16 + 16 * held.length);
+    buf.writeUInt32LE(0x47535557, 0); // 'WUSG'
+    buf.writeUInt32LE(1, 4);
+    buf.writeBigUInt64LE(BigInt(this.clock), 8);
+    held.forEach((s, i) => {
+      const o = 16 + 16 * i;
+      buf.writeUInt16LE(Math.floor(s.key / 65536), o);
+      buf.writeUInt16LE(s.key % 65536, o + 2);
+      buf.writeUInt32LE(Math.min(0xffffffff, s.hits), o + 4);
+      buf.writeUInt32LE(Math.min(0xffffffff, s.last), o + 8);
+      buf.writeUInt32LE(0, o + 12);
+    });
+    const tmp = `${file}.tmp-${process.pid}`;
+    fs.writeFileSync(tmp, buf);
+    fs.renameSync(tmp, file);
+    return held.length;
+  }
+
+  /**
+   * Read a hotlist (untrusted: bad entries are skipped, a bad file is ignored) and load its experts,
+   * most used first, until the cache is full. Returns how many were loaded.
+   */
+  warm(file: string): number {
+    let buf: Buffer;
+    try {
+      buf = fs.readFileSync(file);
+    } catch {
+      return 0;
+    }
+    if (buf.length < 16 || buf.readUInt32LE(0) !== 0x47535557 || buf.readUInt32LE(4) !== 1 || (buf.length - 16) % 16 !== 0) return 0;
+    const entries: { layer: number; expert: number; hits: number }[] = [];
+    for (let o = 16; o < buf.length; o += 16) {
+      const layer = buf.readUInt16LE(o);
+      const expert = buf.readUInt16LE(o + 2);
+      const bank = this.container.banks.get(layer);
+      if (bank && expert < bank.experts) entries.push({ layer, expert, hits: buf.readUInt32LE(o + 4) });
+    }
+    entries.sort((a, b) => b.hits - a.hits || a.layer - b.layer || a.expert - b.expert);
+    let n = 0;
+    for (const e of entries) {
+      if (n >= this.slots.length) break;
+      if (this.map.has(key(e.layer, e.expert))) continue;
+      const s = this.victim();
+      this.issue(s, e.layer, e.expert);
+      s.hits = Math.min(e.hits, 1 << 30);
+      n++;
+    }
+    if (this.readers) this.drain();
+    for (const s of this.slots) {
+      if (s.key < 0) continue;
+      try {
+        this.record(s);
+      } catch {
+        /* a bad record is simply not warm */
+      }
+    }
+    this.readLog.length = 0;
+    this.stats.warmed = n;
+    return n;
+  }
+}

@@ -1,0 +1,166 @@
+import type { Container } from '../container/open.js';
+import { ARENA_RESERVED, MAX_ARENA_BYTES, WASM_PAGE } from '../memory/arena.js';
+import { aligned } from '../memory/pack.js';
+import { KimiLinearModel } from '../model/kimi-linear/forward.js';
+import { KimiLinearState } from '../model/kimi-linear/state.js';
+import { planWeights } from '../model/kimi-linear/weights.js';
+import { kernelArenaBytes } from '../kernels/wasm/index.js';
+import { WasteError } from '../util/errors.js';
+import { formatSize } from '../util/size.js';
+import { type UsableRam, usableRam } from './ram.js';
+
+/**
+ * The memory plan: what a model needs resident (trunk, per-session state, scratch), one token's
+ * expert working set, and so the floor below which the engine refuses to open; the default budget
+ * (floor plus 3, 2 or 1 working sets, the most that fits under 7/8 of usable RAM); and, for a given
+ * budget, exactly how the arenas are laid out and how many expert-cache slots they hold.
+ */
+export interface PlanOptions {
+  maxContext?: number;
+  chunk?: number;
+  threads?: number;
+  sessions?: number;
+  /** Cap on one arena (tests); default 4 GiB. */
+  arenaBytes?: number;
+  ram?: UsableRam;
+}
+
+export interface ArenaPlan {
+  /** Trunk groups (layer indices; the head is index `layers`) held by this arena. */
+  groups: number[];
+  /** Expert-cache slots in this arena. */
+  slots: number;
+  /** Bytes this arena is created with (a multiple of 64 KiB, including the module's reserve). */
+  bytes: number;
+}
+
+export interface Layout {
+  arenas: ArenaPlan[];
+  slots: number;
+  bytes: number;
+}
+
+export interface MemoryPlan {
+  maxContext: number;
+  sessions: number;
+  trunkBytes: number;
+  stateBytes: number;
+  scratchBytesPerArena: number;
+  recordBytes: number;
+  /** Expert records one token reads: MoE layers × top-k. */
+  workingSetRecords: number;
+  workingSetBytes: number;
+  totalExperts: number;
+  floorBytes: number;
+  ram: UsableRam;
+  defaultBudget: number;
+  /** How many working sets above the floor the default budget holds (0 when only the floor fits). */
+  defaultWorkingSets: number;
+  /** The arena layout (and cache size) for a budget. */
+  layout(budget: number): Layout;
+}
+
+/** Slack per arena for the alignment of its allocations. */
+const ARENA_SLACK = 64 * 1024;
+
+export function planMemory(c: Container, opts: PlanOptions = {}): MemoryPlan {
+  const cfg = c.config;
+  const maxContext = opts.maxContext ?? 4096;
+  const chunk = opts.chunk ?? 16;
+  const threads = opts.threads ?? 1;
+  const sessions = opts.sessions ?? 1;
+  const cap = Math.min(opts.arenaBytes ?? MAX_ARENA_BYTES, MAX_ARENA_BYTES);
+  const groups = planWeights(c, cfg);
+  const statePerLayer = KimiLinearState.layerBytes(cfg, maxContext);
+  const weighted = groups.map((g, i) => g + (i < cfg.layers ? sessions * statePerLayer[i] : 0));
+  let stride = 0;
+  for (const b of c.banks.values()) stride = Math.max(stride, b.stride);
+  const scratch = aligned(KimiLinearModel.scratchBytes(cfg, chunk, maxContext, c.quant)) + kernelArenaBytes(cfg, chunk, threads) + ARENA_SLACK;
+  const moeLayers = cfg.layerKinds.filter((k) => k.ffn === 'moe').length;
+  const wsRecords = moeLayers * cfg.moe.topK;
+  const totalExperts = moeLayers * cfg.moe.experts;
+
+  // Trunk groups in order, each arena with its scratch.
+  const base: { groups: number[]; used: number }[] = [];
+  const limit = cap - ARENA_RESERVED;
+  weighted.forEach((bytes, g) => {
+    if (bytes + scratch > limit)
+      throw new WasteError('E_UNSUPPORTED', `unsupported: layer ${g} needs ${formatSize(bytes)} resident, more than one memory arena holds`);
+    let cur = base[base.length - 1];
+    if (!cur || cur.used + bytes > limit) base.push((cur = { groups: [], used: scratch }));
+    cur.groups.push(g);
+    cur.used += bytes;
+  });
+  const pages = (used: number) => Math.ceil((ARENA_RESERVED + used) / WASM_PAGE) * WASM_PAGE;
+
+  const layout = (slots: number): Layout => {
+    const arenas: ArenaPlan[] = base.map((a) => ({ groups: a.groups, slots: 0, bytes: 0 }));
+    const used = base.map((a) => a.used);
+    let left = slots;
+    // Fill the room left in the trunk's arenas, then add arenas of slots (each with its own scratch).
+    for (let i = 0; i < arenas.length && left > 0 && stride > 0; i++) {
+      const start = Math.ceil(used[i] / 4096) * 4096;
+      const n = Math.min(left, Math.max(0, Math.floor((limit - start) / stride)));
+      if (n > 0) {
+        arenas[i].slots = n;
+        used[i] = start + n * stride;
+        left -= n;
+      }
+    }
+    while (left > 0) {
+      const start = Math.ceil(scratch / 4096) * 4096;
+      const n = Math.min(left, Math.floor((limit - start) / stride));
+      if (n < 1) throw new WasteError('E_UNSUPPORTED', `unsupported: an expert record of ${formatSize(stride)} does not fit in a memory arena`);
+      arenas.push({ groups: [], slots: n, bytes: 0 });
+      used.push(start + n * stride);
+      left -= n;
+    }
+    arenas.forEach((a, i) => (a.bytes = pages(used[i])));
+    return { arenas, slots, bytes: arenas.reduce((s, a) => s + a.bytes, 0) };
+  };
+
+  const floorBytes = layout(wsRecords).bytes;
+  const ram = opts.ram ?? usableRam();
+  let defaultBudget = floorBytes;
+  let defaultWorkingSets = 0;
+  for (const n of [3, 2, 1]) {
+    const b = layout(Math.min(totalExperts, (1 + n) * wsRecords)).bytes;
+    if (b <= (ram.usable * 7) / 8) {
+      defaultBudget = b;
+      defaultWorkingSets = n;
+      break;
+    }
+  }
+  return {
+    maxContext,
+    sessions,
+    trunkBytes: groups.reduce((s, g) => s + g, 0),
+    stateBytes: statePerLayer.reduce((s, b) => s + b, 0) * sessions,
+    scratchBytesPerArena: scratch,
+    recordBytes: stride,
+    workingSetRecords: wsRecords,
+    workingSetBytes: wsRecords * stride,
+    totalExperts,
+    floorBytes,
+    ram,
+    defaultBudget,
+    defaultWorkingSets,
+    layout(budget: number): Layout {
+      if (budget < floorBytes)
+        throw new WasteError(
+          'E_ARG',
+          `a RAM budget of ${formatSize(budget)} is below this model's floor of ${formatSize(floorBytes)} (${floorBytes} bytes: trunk, state for ${maxContext} tokens, scratch and one token's experts); run \`waste plan\` to see it`,
+        );
+      // The most slots the budget pays for, never more than every expert.
+      let lo = wsRecords;
+      let hi = Math.max(wsRecords, totalExperts);
+      if (layout(hi).bytes <= budget) return layout(hi);
+      while (lo < hi) {
+        const mid = Math.ceil((lo + hi) / 2);
+        if (layout(mid).bytes <= budget) lo = mid;
+        else hi = mid - 1;
+      }
+      return layout(lo);
+    },
+  };
+}

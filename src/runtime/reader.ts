@@ -1,0 +1,66 @@
+import * as fs from 'node:fs';
+import { workerData } from 'node:worker_threads';
+import { crc32 } from '../util/crc32.js';
+import { JOB_FIELDS, Q, type ReaderInit, Status } from './readers.js';
+
+// A reader thread (see readers.ts): one synchronous positional read per queued record, straight
+// into the cache slot's memory.
+const init = workerData as ReaderInit;
+const ctrl = new Int32Array(init.ctrl);
+const ring = new Int32Array(init.ring);
+const status = new Int32Array(init.status);
+const jobs = new Float64Array(init.jobs);
+const errno = new Int32Array(init.errno);
+const memories = new Map(init.memories.map((m) => [m.id, m.memory]));
+const RING = ring.length;
+
+function take(): number {
+  for (;;) {
+    if (Atomics.load(ctrl, Q.EXIT)) return -1;
+    const head = Atomics.load(ctrl, Q.HEAD);
+    const tail = Atomics.load(ctrl, Q.TAIL);
+    if (head === tail) {
+      Atomics.wait(ctrl, Q.TAIL, tail);
+      continue;
+    }
+    if (Atomics.compareExchange(ctrl, Q.HEAD, head, head + 1) === head) return ring[head % RING];
+  }
+}
+
+function finish(slot: number, code: number): void {
+  Atomics.store(status, slot, code);
+  Atomics.notify(status, slot);
+  Atomics.add(ctrl, Q.DONE, 1);
+  Atomics.notify(ctrl, Q.DONE);
+}
+
+Atomics.add(ctrl, Q.READY, 1);
+for (;;) {
+  const slot = take();
+  if (slot < 0) break;
+  const j = slot * JOB_FIELDS;
+  const fd = jobs[j];
+  const pos = jobs[j + 1];
+  const memory = memories.get(jobs[j + 2])!;
+  const off = jobs[j + 3];
+  const len = jobs[j + 4];
+  const dst = new Uint8Array(memory.buffer, off, len);
+  let done = 0;
+  let code: number = Status.READY;
+  try {
+    while (done < len) {
+      const got = fs.readSync(fd, dst, done, len - done, pos + done);
+      if (got <= 0) break;
+      done += got;
+    }
+    if (done !== len) code = Status.ERR_SHORT;
+    else if (init.verifyPayloadEnd > 0) {
+      const stored = dst[36] | (dst[37] << 8) | (dst[38] << 16) | (dst[39] << 24);
+      if (crc32(dst.subarray(48, init.verifyPayloadEnd)) !== stored >>> 0) code = Status.ERR_CRC;
+    }
+  } catch (e) {
+    errno[slot] = -((e as NodeJS.ErrnoException).errno ?? 5);
+    code = Status.ERR_IO;
+  }
+  finish(slot, code);
+}

@@ -1,0 +1,110 @@
+import { Worker } from 'node:worker_threads';
+import type { Arena } from '../memory/arena.js';
+import { WasteError } from '../util/errors.js';
+
+/**
+ * Reader threads: each takes the next queued record and reads it with one positional read straight
+ * into its cache slot (synchronous reads on their own threads, so the thread that computes is never
+ * waiting on an event loop), optionally checks its CRC, and marks the slot done. The computing
+ * thread waits on the slot's status word, or on the count of completed reads, with Atomics.
+ */
+export const Q = {
+  TAIL: 0,
+  HEAD: 1,
+  DONE: 2,
+  EXIT: 3,
+  READY: 4,
+  SIZE: 8,
+} as const;
+
+export const Status = {
+  EMPTY: 0,
+  QUEUED: 1,
+  READY: 2,
+  ERR_IO: 3,
+  ERR_SHORT: 4,
+  ERR_CRC: 5,
+} as const;
+
+/** Per slot job fields in a Float64Array: fd, file position, arena id, byte offset, length. */
+export const JOB_FIELDS = 5;
+const RING = 4096;
+
+export interface ReaderInit {
+  ctrl: SharedArrayBuffer;
+  ring: SharedArrayBuffer;
+  status: SharedArrayBuffer;
+  jobs: SharedArrayBuffer;
+  errno: SharedArrayBuffer;
+  memories: { id: number; memory: WebAssembly.Memory }[];
+  /** CRC32 over [48, payloadEnd) compared with the header's, when set. */
+  verifyPayloadEnd: number;
+}
+
+export class ReaderPool {
+  readonly threads: number;
+  readonly ctrl: Int32Array;
+  readonly status: Int32Array;
+  private readonly ring: Int32Array;
+  private readonly jobs: Float64Array;
+  readonly errno: Int32Array;
+  private readonly workers: Worker[] = [];
+
+  private constructor(threads: number, slots: number, arenas: Arena[], verifyPayloadEnd: number) {
+    this.threads = threads;
+    this.ctrl = new Int32Array(new SharedArrayBuffer(Q.SIZE * 4));
+    this.ring = new Int32Array(new SharedArrayBuffer(RING * 4));
+    this.status = new Int32Array(new SharedArrayBuffer(Math.max(1, slots) * 4));
+    this.jobs = new Float64Array(new SharedArrayBuffer(Math.max(1, slots) * JOB_FIELDS * 8));
+    this.errno = new Int32Array(new SharedArrayBuffer(Math.max(1, slots) * 4));
+    const init: ReaderInit = {
+      ctrl: this.ctrl.buffer as SharedArrayBuffer,
+      ring: this.ring.buffer as SharedArrayBuffer,
+      status: this.status.buffer as SharedArrayBuffer,
+      jobs: this.jobs.buffer as SharedArrayBuffer,
+      errno: this.errno.buffer as SharedArrayBuffer,
+      memories: arenas.map((a) => ({ id: a.id, memory: a.memory })),
+      verifyPayloadEnd,
+    };
+    for (let i = 0; i < threads; i++) {
+      const w = new Worker(new URL('./reader.js', import.meta.url), { workerData: init });
+      w.unref();
+      this.workers.push(w);
+    }
+  }
+
+  static async create(threads: number, slots: number, arenas: Arena[], verifyPayloadEnd: number): Promise<ReaderPool> {
+    const pool = new ReaderPool(threads, slots, arenas, verifyPayloadEnd);
+    const failed = new Promise<never>((_, reject) => {
+      for (const w of pool.workers) w.once('error', (e) => reject(new WasteError('E_STATE', `reader thread failed to start: ${e.message}`)));
+    });
+    const ready = (async () => {
+      while (Atomics.load(pool.ctrl, Q.READY) < threads) await new Promise((r) => setTimeout(r, 1));
+    })();
+    await Promise.race([ready, failed]);
+    return pool;
+  }
+
+  /** Queue a read of `length` bytes at `pos` of `fd` into slot `slot` (arena `arenaId` at `off`). */
+  enqueue(slot: number, fd: number, pos: number, arenaId: number, off: number, length: number): void {
+    const j = slot * JOB_FIELDS;
+    this.jobs[j] = fd;
+    this.jobs[j + 1] = pos;
+    this.jobs[j + 2] = arenaId;
+    this.jobs[j + 3] = off;
+    this.jobs[j + 4] = length;
+    Atomics.store(this.status, slot, Status.QUEUED);
+    const tail = this.ctrl[Q.TAIL];
+    if (tail - Atomics.load(this.ctrl, Q.HEAD) >= RING) throw new WasteError('E_STATE', 'the read queue is full');
+    this.ring[tail % RING] = slot;
+    Atomics.store(this.ctrl, Q.TAIL, tail + 1);
+    Atomics.notify(this.ctrl, Q.TAIL, 1);
+  }
+
+  async close(): Promise<void> {
+    Atomics.store(this.ctrl, Q.EXIT, 1);
+    Atomics.add(this.ctrl, Q.TAIL, 0);
+    Atomics.notify(this.ctrl, Q.TAIL);
+    await Promise.all(this.workers.map((w) => w.terminate()));
+  }
+}

@@ -1,0 +1,209 @@
+import assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { describe, it } from 'node:test';
+import { Model, type OpenOptions } from '../src/engine.js';
+import { openContainer } from '../src/container/open.js';
+import { planMemory } from '../src/runtime/plan.js';
+import { cgroupLimit, usableRam } from '../src/runtime/ram.js';
+import { WasteError } from '../src/util/errors.js';
+import { parseSize } from '../src/util/size.js';
+import { copyContainer, sameBits, synth, tmpDir } from './helpers.js';
+
+/**
+ * The streaming runtime never changes an answer: budgets from the floor up, cold or warm caches,
+ * either eviction policy, lookahead on or off, any number of reader threads, --verify. And the
+ * budget is a ceiling: the engine refuses to open below the floor, and never allocates past it.
+ */
+const dir = synth({ shape: 'tiny', seed: 51, experts: 24, layers: 6, config: { num_experts_per_token: 4 } }, 'runtime');
+const prompt = [5, 17, 200, 3, 99, 42, 7, 7, 250, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21];
+const decode = [33, 44, 55, 66, 77, 88, 99, 111, 122, 133];
+
+async function run(opts: OpenOptions, sequential = false) {
+  const m = await Model.open(dir, { threads: 2, ...opts });
+  try {
+    const s = m.newSession();
+    const rows: Float32Array[] = [];
+    if (sequential) {
+      let last: Float32Array = new Float32Array(0);
+      for (const id of prompt) last = await s.forward([id]);
+      rows.push(last);
+    } else rows.push(await s.forward(prompt));
+    for (const id of decode) rows.push(await s.forward([id]));
+    const out = new Float32Array(rows.reduce((n, r) => n + r.length, 0));
+    let o = 0;
+    for (const r of rows) {
+      out.set(r.subarray(r.length - m.config.vocab), o);
+      o += m.config.vocab;
+    }
+    const stats = m.stats();
+    assert.ok(stats.allocatedBytes <= stats.budgetBytes, `allocated ${stats.allocatedBytes} > budget ${stats.budgetBytes}`);
+    return { logits: out.subarray(0, o), stats, plan: m.plan };
+  } finally {
+    await m.close();
+  }
+}
+
+describe('runtime: placement decides speed, never the answer', () => {
+  let reference: Float32Array;
+  let floor = 0;
+
+  it('the reference run (unlimited budget, everything preloaded)', async () => {
+    const r = await run({ preloadExperts: true });
+    reference = r.logits;
+    floor = r.plan.floorBytes;
+    assert.equal(r.stats.misses, 0, 'preloaded: every request is a hit');
+  });
+
+  it('budgets from the floor to unlimited', async () => {
+    for (const budget of [floor, floor + 300_000, floor + 1_000_000, 1 << 30]) {
+      const r = await run({ budget });
+      assert.ok(sameBits(r.logits, reference), `budget ${budget}`);
+      assert.ok(r.stats.misses > 0);
+    }
+  });
+
+  it('the floor really is small: the cache thrashes there and still answers right', async () => {
+    const r = await run({ budget: floor, lookahead: 0 });
+    assert.ok(r.stats.hitRate < 0.9, `hit rate ${r.stats.hitRate}`);
+    assert.ok(sameBits(r.logits, reference));
+  });
+
+  it('LFRU and LRU', async () => {
+    for (const cachePolicy of ['lfru', 'lru'] as const) assert.ok(sameBits((await run({ budget: floor + 200_000, cachePolicy })).logits, reference), cachePolicy);
+  });
+
+  it('lookahead on and off', async () => {
+    const on = await run({ budget: floor + 200_000, lookahead: 8 });
+    const off = await run({ budget: floor + 200_000, lookahead: 0 });
+    assert.ok(sameBits(on.logits, reference) && sameBits(off.logits, reference));
+    assert.ok(on.stats.lookaheadPredicted > 0 && on.stats.speculativeReads > 0, 'lookahead ran');
+    assert.equal(off.stats.speculativeReads, 0);
+  });
+
+  it('0, 1 and 8 reader threads', async () => {
+    for (const ioThreads of [0, 1, 8]) assert.ok(sameBits((await run({ budget: floor + 200_000, ioThreads })).logits, reference), `${ioThreads} readers`);
+  });
+
+  it('chunked and sequential prefill', async () => {
+    assert.ok(sameBits((await run({ budget: floor + 200_000 }, true)).logits, reference));
+    assert.ok(sameBits((await run({ budget: floor + 200_000, chunk: 5 })).logits, reference));
+  });
+
+  it('--verify, and the page cache instead of O_DIRECT', async () => {
+    assert.ok(sameBits((await run({ budget: floor, verify: true })).logits, reference));
+    assert.ok(sameBits((await run({ budget: floor, direct: false })).logits, reference));
+  });
+
+  it('cold and warm: a learned hotlist loads at open and changes only the hit rate', async () => {
+    const d = copyContainer(dir);
+    const budget = floor + 400_000;
+    const cold = await Model.open(d, { budget, threads: 2 });
+    let coldStats;
+    try {
+      const s = cold.newSession();
+      await s.forward(prompt);
+      for (const id of decode) await s.forward([id]);
+      coldStats = cold.stats();
+      assert.ok(cold.saveUsage() > 0);
+    } finally {
+      await cold.close();
+    }
+    assert.ok(fs.existsSync(path.join(d, 'usage.waste')));
+    const m = await Model.open(d, { budget, threads: 2 });
+    try {
+      assert.ok(m.stats().warmed > 0, 'warmed from usage.waste');
+      const s = m.newSession();
+      const rows: Float32Array[] = [await s.forward(prompt)];
+      for (const id of decode) rows.push(await s.forward([id]));
+      const warmStats = m.stats();
+      assert.ok(warmStats.hits > coldStats.hits, `warm ${warmStats.hits} hits vs cold ${coldStats.hits}`);
+      const V = m.config.vocab;
+      rows.forEach((r, i) => assert.ok(sameBits(r, reference.subarray(i * V, (i + 1) * V)), `row ${i}`));
+    } finally {
+      await m.close();
+    }
+    // a damaged hotlist is ignored, not trusted
+    fs.writeFileSync(path.join(d, 'usage.waste'), Buffer.from('WUSG garbage that is not a hotlist'));
+    const again = await Model.open(d, { budget, threads: 1 });
+    assert.equal(again.stats().warmed, 0);
+    await again.close();
+  });
+});
+
+describe('the budget is a ceiling', () => {
+  it('refuses to open below the floor, naming it', async () => {
+    const c = openContainer(dir);
+    const plan = planMemory(c, { threads: 2 });
+    c.close();
+    await assert.rejects(Model.open(dir, { budget: plan.floorBytes - 1, threads: 2 }), (e: unknown) => {
+      return e instanceof WasteError && e.message.includes(`${plan.floorBytes} bytes`) && /below this model's floor/.test(e.message);
+    });
+  });
+
+  it('a session beyond those the budget reserved is refused, not allocated', async () => {
+    const c = openContainer(dir);
+    const plan = planMemory(c, { threads: 2 });
+    c.close();
+    const m = await Model.open(dir, { budget: plan.floorBytes, threads: 2 });
+    try {
+      const a = m.newSession();
+      assert.throws(() => m.newSession(), /RAM budget .* has no room/);
+      a.close();
+      const b = m.newSession(); // the state of a closed session is reused
+      await b.forward([1, 2]);
+      assert.ok(m.stats().allocatedBytes <= m.stats().budgetBytes);
+    } finally {
+      await m.close();
+    }
+  });
+
+  it('the plan: floor = trunk + state + scratch + one working set; default = floor + n working sets under 7/8 of RAM', () => {
+    const c = openContainer(dir);
+    try {
+      const big = planMemory(c, { threads: 2, ram: { physical: 64 * 2 ** 30, usable: 64 * 2 ** 30 } });
+      assert.equal(big.workingSetRecords, 5 * 4);
+      assert.ok(big.floorBytes >= big.trunkBytes + big.stateBytes + big.scratchBytesPerArena + big.workingSetBytes);
+      assert.equal(big.defaultWorkingSets, 3);
+      assert.ok(big.layout(big.defaultBudget).slots >= 4 * big.workingSetRecords);
+      const tight = planMemory(c, { threads: 2, ram: { physical: 1, usable: Math.ceil((big.floorBytes + 1.5 * big.workingSetBytes) * 8 / 7) } });
+      assert.equal(tight.defaultWorkingSets, 1);
+      const none = planMemory(c, { threads: 2, ram: { physical: 1, usable: 1 } });
+      assert.equal(none.defaultBudget, none.floorBytes);
+    } finally {
+      c.close();
+    }
+  });
+});
+
+describe('sizes and usable RAM', () => {
+  it('parses budgets', () => {
+    assert.equal(parseSize('1500000000'), 1500000000);
+    assert.equal(parseSize('512M'), 512 * 2 ** 20);
+    assert.equal(parseSize('8G'), 8 * 2 ** 30);
+    assert.equal(parseSize('8GiB'), 8 * 2 ** 30);
+    assert.equal(parseSize('1.5g'), 1.5 * 2 ** 30);
+    assert.equal(parseSize('50%', 1000), 500);
+    for (const bad of ['', 'lots', '-5G', '8X', '0', '150%']) assert.throws(() => parseSize(bad, 1000), WasteError, bad);
+  });
+
+  it('honours cgroup v2 limits up the hierarchy, and v1', () => {
+    const root = tmpDir('cg');
+    const proc = path.join(root, 'proc-cgroup');
+    fs.mkdirSync(path.join(root, 'fs', 'a', 'b'), { recursive: true });
+    fs.writeFileSync(path.join(root, 'fs', 'a', 'b', 'memory.max'), 'max\n');
+    fs.writeFileSync(path.join(root, 'fs', 'a', 'memory.max'), '3000000000\n');
+    fs.writeFileSync(path.join(root, 'fs', 'a', 'memory.high'), '2000000000\n');
+    fs.writeFileSync(proc, '0::/a/b\n');
+    assert.equal(cgroupLimit(proc, path.join(root, 'fs')), 2000000000);
+    assert.equal(usableRam({ procCgroup: proc, cgroupRoot: path.join(root, 'fs'), physical: 16e9 }).usable, 2000000000);
+    fs.writeFileSync(proc, '0::/../../etc\n');
+    assert.equal(cgroupLimit(proc, path.join(root, 'fs')), undefined, '.. is never followed');
+    fs.mkdirSync(path.join(root, 'fs', 'memory', 'x'), { recursive: true });
+    fs.writeFileSync(path.join(root, 'fs', 'memory', 'x', 'memory.limit_in_bytes'), '9223372036854771712\n');
+    fs.writeFileSync(path.join(root, 'fs', 'memory', 'memory.limit_in_bytes'), '1000000000\n');
+    fs.writeFileSync(proc, '4:memory:/x\n');
+    assert.equal(cgroupLimit(proc, path.join(root, 'fs')), 1000000000);
+    assert.equal(cgroupLimit(path.join(root, 'missing'), path.join(root, 'fs')), undefined);
+  });
+});
