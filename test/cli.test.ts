@@ -89,6 +89,26 @@ describe('CLI', () => {
     assert.equal(waste('bench').code, 2);
   });
 
+  it('plan prints the floor and refuses a budget below it', () => {
+    const j = JSON.parse(waste('plan', model, '--json').out);
+    assert.ok(j.floor_bytes > j.trunk_bytes && j.default_budget_bytes >= j.floor_bytes);
+    assert.equal(j.working_set_records, 3 * 3);
+    const below = waste('plan', model, '--budget', String(j.floor_bytes - 1));
+    assert.equal(below.code, 1);
+    assert.match(below.out, /BELOW the floor/);
+    const r = waste('logits', model, '--ids', '1', '--out', path.join(tmpDir('o'), 'x'), '--budget', String(j.floor_bytes - 1));
+    assertCleanFailure(r, 2, new RegExp(`below this model's floor of .*\\(${j.floor_bytes} bytes`));
+  });
+
+  it('bench MODEL reports the streaming numbers as JSON', () => {
+    const r = waste('bench', model, '--tokens', '3', '--prompt-tokens', '2', '--json', '--threads', '1');
+    assert.equal(r.code, 0, r.err);
+    const j = JSON.parse(r.out);
+    for (const k of ['decode_tok_s', 'floor_tok_s', 'hit_rate', 'bytes_per_token', 'read_wait_s', 'peak_rss_bytes', 'baseline_rss_bytes', 'budget_bytes', 'odirect'])
+      assert.ok(k in j, k);
+    assert.ok(j.decode_tok_s > 0 && j.peak_rss_bytes > j.baseline_rss_bytes);
+  });
+
   it('usage errors exit 2', () => {
     assert.equal(waste('logits', model, '--ids', 'abc', '--out', '/tmp/x').code, 2);
     assert.equal(waste('logits', model, '--out', '/tmp/x').code, 2);

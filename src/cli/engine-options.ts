@@ -15,7 +15,7 @@ export interface EngineFlags {
   direct: boolean;
   warm: boolean;
   ctx: number;
-  kernels: 'wasm' | 'typescript';
+  kernelImpl: 'wasm' | 'typescript';
 }
 
 export function addEngineOptions(cmd: Command): Command {
@@ -29,7 +29,7 @@ export function addEngineOptions(cmd: Command): Command {
     .option('--verify', "check each expert record's CRC32 as it enters RAM", false)
     .option('--no-direct', 'read experts through the page cache instead of O_DIRECT')
     .option('--no-warm', "ignore the container's usage.waste hotlist")
-    .addOption(new Option('--kernels <impl>', 'kernel implementation').choices(['wasm', 'typescript']).default('wasm'));
+    .addOption(new Option('--kernel-impl <impl>', 'kernel implementation (typescript: the plain reference, single-threaded)').choices(['wasm', 'typescript']).default('wasm'));
 }
 
 export function openOptions(f: EngineFlags): OpenOptions {
@@ -43,6 +43,6 @@ export function openOptions(f: EngineFlags): OpenOptions {
     direct: f.direct,
     warm: f.warm,
     maxContext: f.ctx,
-    kernels: f.kernels,
+    kernels: f.kernelImpl,
   };
 }

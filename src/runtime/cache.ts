@@ -110,7 +110,13 @@ export class ExpertCache {
       if (!best || this.better(s, best)) best = s;
     }
     if (!best) for (const s of this.slots) if (s.pins === 0 && !this.inflight(s)) return this.evict(s);
-    if (!best) throw new WasteError('E_STATE', `the expert cache is too small: all ${n} slots are in use`);
+    if (!best) {
+      // every unpinned slot is still being read into: wait for one to land, then choose again
+      const reading = this.slots.filter((s) => s.pins === 0 && this.inflight(s));
+      if (!reading.length) throw new WasteError('E_STATE', `the expert cache is too small: all ${n} slots are in use`);
+      this.waitAny(reading);
+      return this.victim();
+    }
     return this.evict(best);
   }
 

@@ -2,21 +2,35 @@ import type { Command } from 'commander';
 import { benchDispatch, renderDispatch } from '../../bench/dispatch.js';
 import { benchKernels, renderKernelBench } from '../../bench/kernels.js';
 import { benchLayers, renderLayerBench } from '../../bench/layers.js';
+import { benchStream, renderStream } from '../../bench/stream.js';
 import { WasteError } from '../../util/errors.js';
+import { intArg } from '../args.js';
+import { type EngineFlags, addEngineOptions, openOptions } from '../engine-options.js';
 
 export function registerBench(program: Command): void {
-  program
-    .command('bench')
-    .description('measure speed: kernel throughput against the measured memory bandwidth, per-layer decode time, thread dispatch cost')
+  addEngineOptions(
+    program
+      .command('bench')
+      .description('measure speed: a model streamed under a budget against the I/O floor (with MODEL); kernel throughput, per-layer decode time, thread dispatch (with --kernels, --layers, --dispatch)')
+      .argument('[model]', 'container directory: decode and prefill speed, hit rate, bytes per token, and the I/O floor measured in the same run')
+      .option('--tokens <n>', 'tokens to decode', intArg(1, 1 << 20), 32)
+      .option('--prompt-tokens <n>', 'tokens to prefill first', intArg(1, 1 << 20), 16)
+      .option('--routing-trace <file>', 'replay a recorded routing trace instead of the router (timing only)'),
+  )
     .option('--kernels', 'kernel throughput per thread count, next to the arena read bandwidth measured in the same run', false)
     .option('--layers', 'decode with real Kimi-Linear shapes and every expert in memory: ms per layer against bytes ÷ bandwidth', false)
     .option('--dispatch', 'tiny-model decode with 1 and 2 threads', false)
     .option('--quick', 'smaller buffers and shorter timing (less precise)', false)
     .option('--json', 'print JSON', false)
-    .action(async (o: { kernels: boolean; layers: boolean; dispatch: boolean; quick: boolean; json: boolean }) => {
-      if (!o.kernels && !o.layers && !o.dispatch) throw new WasteError('E_ARG', 'choose what to measure: --kernels, --layers or --dispatch');
+    .action(async (model: string | undefined, o: EngineFlags & { kernels: boolean; layers: boolean; dispatch: boolean; quick: boolean; json: boolean; tokens: number; promptTokens: number; routingTrace?: string }) => {
+      if (!model && !o.kernels && !o.layers && !o.dispatch) throw new WasteError('E_ARG', 'give a MODEL, or choose what to measure: --kernels, --layers or --dispatch');
       const log = (s: string) => process.stderr.write(`${s}\n`);
       const out: Record<string, unknown> = {};
+      if (model) {
+        const r = await benchStream(model, { ...openOptions(o), tokens: o.tokens, promptTokens: o.promptTokens, routingTrace: o.routingTrace, log });
+        if (o.json) Object.assign(out, r);
+        else process.stdout.write(renderStream(r));
+      }
       if (o.kernels) {
         const r = await benchKernels({ quick: o.quick, log });
         if (o.json) out.kernels = r;

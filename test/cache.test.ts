@@ -1,0 +1,83 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { Model } from '../src/engine.js';
+import { synth } from './helpers.js';
+
+/** The expert cache's own rules: demand-only accounting, pinning, and what each policy keeps. */
+const dir = synth({ shape: 'tiny', seed: 61, experts: 40, layers: 4, config: { num_experts_per_token: 2 } }, 'cache');
+
+/** A model whose cache is as small as the budget allows (at least `slots` slots). */
+async function withCache(slots: number, policy: 'lfru' | 'lru', fn: (m: Model) => void | Promise<void>): Promise<void> {
+  const probe = await Model.open(dir, { threads: 1, warm: false });
+  const plan = probe.plan;
+  await probe.close();
+  let budget = plan.floorBytes;
+  while (plan.layout(budget).slots < slots) budget += 4096;
+  const m = await Model.open(dir, { threads: 1, budget, cachePolicy: policy, warm: false, ioThreads: 1 });
+  try {
+    assert.ok(m.cache!.slots.length >= slots && m.cache!.slots.length <= 20, `${m.cache!.slots.length} slots`);
+    await fn(m);
+  } finally {
+    await m.close();
+  }
+}
+
+describe('expert cache', () => {
+  it('counts demand hits and misses only; lookahead reads apart', async () => {
+    await withCache(8, 'lfru', (m) => {
+      const c = m.cache!;
+      const a = c.request(1, [3, 4]);
+      a.forEach((s) => c.release(s));
+      const b = c.request(1, [3, 5]);
+      b.forEach((s) => c.release(s));
+      assert.deepEqual([c.stats.hits, c.stats.misses], [1, 3]);
+      c.prefetch(2, [7, 8]);
+      assert.equal(c.stats.speculativeReads, 2);
+      assert.deepEqual([c.stats.hits, c.stats.misses], [1, 3], 'a prefetch is neither a hit nor a miss');
+      const d = c.request(2, [7]);
+      d.forEach((s) => c.release(s));
+      assert.deepEqual([c.stats.hits, c.stats.speculativeUsed], [2, 1]);
+      c.drain();
+      for (const s of c.slots) if (s.key >= 0) assert.equal(c.record(s).length, c.stride);
+    });
+  });
+
+  it('never evicts a pinned slot', async () => {
+    await withCache(6, 'lfru', (m) => {
+      const c = m.cache!;
+      const pinned = c.request(1, [0, 1, 2, 3]);
+      c.drain();
+      assert.equal(c.available(), c.slots.length - 4);
+      for (let e = 10; e < 30; e++) c.release(c.request(2, [e])[0]);
+      const keys = new Set(c.slots.map((s) => s.key));
+      for (const e of [0, 1, 2, 3]) assert.ok(keys.has(65536 + e), `pinned expert ${e} stayed`);
+      pinned.forEach((s) => c.release(s));
+      c.drain();
+    });
+  });
+
+  it('LFRU keeps the experts used most; LRU keeps the ones used last', async () => {
+    const survivors = async (policy: 'lfru' | 'lru') => {
+      let kept = 0;
+      await withCache(10, policy, (m) => {
+        const c = m.cache!;
+        // five experts used often, then a stream of one-off experts
+        const use = (layer: number, e: number) => {
+          const [s] = c.request(layer, [e]);
+          c.record(s); // consumed, as the forward pass does, before it is released
+          c.release(s);
+        };
+        for (let round = 0; round < 6; round++) for (let e = 0; e < 5; e++) use(1, e);
+        for (let e = 0; e < 40; e++) use(2, e);
+        const keys = new Set(c.slots.map((s) => s.key));
+        for (let e = 0; e < 5; e++) if (keys.has(65536 + e)) kept++;
+        c.drain();
+      });
+      return kept;
+    };
+    const lfru = await survivors('lfru');
+    const lru = await survivors('lru');
+    assert.ok(lfru >= 4, `LFRU kept ${lfru} of the 5 hot experts`);
+    assert.ok(lru <= 1, `LRU kept ${lru}`);
+  });
+});
