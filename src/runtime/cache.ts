@@ -131,7 +131,7 @@ export class ExpertCache {
     return s;
   }
 
-  private issue(s: CacheSlot, layer: number, expert: number): void {
+  private issue(s: CacheSlot, layer: number, expert: number, speculative = false): void {
     s.key = key(layer, expert);
     s.hits = 1;
     s.last = this.clock;
@@ -140,7 +140,7 @@ export class ExpertCache {
     const bank = this.container.banks.get(layer)!;
     const fd = this.files.fds.get(layer)!;
     this.readLog.push(s.key);
-    if (this.readers) this.readers.enqueue(s.index, fd, expert * bank.stride, s.arena.id, s.off, bank.stride);
+    if (this.readers) this.readers.enqueue(s.index, fd, expert * bank.stride, s.arena.id, s.off, bank.stride, speculative);
     else {
       // no reader threads: read now, on this thread
       let done = 0;
@@ -198,7 +198,7 @@ export class ExpertCache {
       if (this.map.has(key(layer, e))) continue;
       if (this.available() <= 0) return;
       const s = this.victim();
-      this.issue(s, layer, e);
+      this.issue(s, layer, e, true);
       s.speculative = true;
       s.hits = 0;
       this.stats.speculativeReads++;

@@ -1,7 +1,7 @@
 import * as fs from 'node:fs';
 import { workerData } from 'node:worker_threads';
 import { crc32 } from '../util/crc32.js';
-import { JOB_FIELDS, Q, type ReaderInit, Status } from './readers.js';
+import { JOB_FIELDS, Q, RING, type ReaderInit, Status } from './readers.js';
 
 // A reader thread (see readers.ts): one synchronous positional read per queued record, straight
 // into the cache slot's memory.
@@ -12,18 +12,23 @@ const status = new Int32Array(init.status);
 const jobs = new Float64Array(init.jobs);
 const errno = new Int32Array(init.errno);
 const memories = new Map(init.memories.map((m) => [m.id, m.memory]));
-const RING = ring.length;
 
+/** The next queued slot: demand reads first, then speculative ones; -1 when told to exit. */
 function take(): number {
   for (;;) {
     if (Atomics.load(ctrl, Q.EXIT)) return -1;
-    const head = Atomics.load(ctrl, Q.HEAD);
-    const tail = Atomics.load(ctrl, Q.TAIL);
-    if (head === tail) {
-      Atomics.wait(ctrl, Q.TAIL, tail);
-      continue;
+    const work = Atomics.load(ctrl, Q.WORK);
+    for (const [TAIL, HEAD, base] of [
+      [Q.TAIL, Q.HEAD, 0],
+      [Q.SPEC_TAIL, Q.SPEC_HEAD, RING],
+    ]) {
+      for (;;) {
+        const head = Atomics.load(ctrl, HEAD);
+        if (head === Atomics.load(ctrl, TAIL)) break;
+        if (Atomics.compareExchange(ctrl, HEAD, head, head + 1) === head) return ring[base + (head % RING)];
+      }
     }
-    if (Atomics.compareExchange(ctrl, Q.HEAD, head, head + 1) === head) return ring[head % RING];
+    Atomics.wait(ctrl, Q.WORK, work);
   }
 }
 

@@ -9,11 +9,17 @@ import { WasteError } from '../util/errors.js';
  * thread waits on the slot's status word, or on the count of completed reads, with Atomics.
  */
 export const Q = {
+  /** Demand reads: queued and taken. */
   TAIL: 0,
   HEAD: 1,
   DONE: 2,
   EXIT: 3,
   READY: 4,
+  /** Speculative (lookahead) reads, taken only when no demand read is waiting. */
+  SPEC_TAIL: 5,
+  SPEC_HEAD: 6,
+  /** Bumped on every enqueue of either kind: what idle readers sleep on. */
+  WORK: 7,
   SIZE: 8,
 } as const;
 
@@ -28,7 +34,7 @@ export const Status = {
 
 /** Per slot job fields in a Float64Array: fd, file position, arena id, byte offset, length. */
 export const JOB_FIELDS = 5;
-const RING = 4096;
+export const RING = 4096;
 
 export interface ReaderInit {
   ctrl: SharedArrayBuffer;
@@ -53,7 +59,7 @@ export class ReaderPool {
   private constructor(threads: number, slots: number, arenas: Arena[], verifyPayloadEnd: number) {
     this.threads = threads;
     this.ctrl = new Int32Array(new SharedArrayBuffer(Q.SIZE * 4));
-    this.ring = new Int32Array(new SharedArrayBuffer(RING * 4));
+    this.ring = new Int32Array(new SharedArrayBuffer(2 * RING * 4));
     this.status = new Int32Array(new SharedArrayBuffer(Math.max(1, slots) * 4));
     this.jobs = new Float64Array(new SharedArrayBuffer(Math.max(1, slots) * JOB_FIELDS * 8));
     this.errno = new Int32Array(new SharedArrayBuffer(Math.max(1, slots) * 4));
@@ -85,8 +91,11 @@ export class ReaderPool {
     return pool;
   }
 
-  /** Queue a read of `length` bytes at `pos` of `fd` into slot `slot` (arena `arenaId` at `off`). */
-  enqueue(slot: number, fd: number, pos: number, arenaId: number, off: number, length: number): void {
+  /**
+   * Queue a read of `length` bytes at `pos` of `fd` into slot `slot` (arena `arenaId` at `off`).
+   * Demand reads go before any speculative read still waiting, so a wrong guess never delays one.
+   */
+  enqueue(slot: number, fd: number, pos: number, arenaId: number, off: number, length: number, speculative = false): void {
     const j = slot * JOB_FIELDS;
     this.jobs[j] = fd;
     this.jobs[j + 1] = pos;
@@ -94,17 +103,19 @@ export class ReaderPool {
     this.jobs[j + 3] = off;
     this.jobs[j + 4] = length;
     Atomics.store(this.status, slot, Status.QUEUED);
-    const tail = this.ctrl[Q.TAIL];
-    if (tail - Atomics.load(this.ctrl, Q.HEAD) >= RING) throw new WasteError('E_STATE', 'the read queue is full');
-    this.ring[tail % RING] = slot;
-    Atomics.store(this.ctrl, Q.TAIL, tail + 1);
-    Atomics.notify(this.ctrl, Q.TAIL, 1);
+    const [TAIL, HEAD, base] = speculative ? [Q.SPEC_TAIL, Q.SPEC_HEAD, RING] : [Q.TAIL, Q.HEAD, 0];
+    const tail = this.ctrl[TAIL];
+    if (tail - Atomics.load(this.ctrl, HEAD) >= RING) throw new WasteError('E_STATE', 'the read queue is full');
+    this.ring[base + (tail % RING)] = slot;
+    Atomics.store(this.ctrl, TAIL, tail + 1);
+    Atomics.add(this.ctrl, Q.WORK, 1);
+    Atomics.notify(this.ctrl, Q.WORK, 1);
   }
 
   async close(): Promise<void> {
     Atomics.store(this.ctrl, Q.EXIT, 1);
-    Atomics.add(this.ctrl, Q.TAIL, 0);
-    Atomics.notify(this.ctrl, Q.TAIL);
+    Atomics.add(this.ctrl, Q.WORK, 1);
+    Atomics.notify(this.ctrl, Q.WORK);
     await Promise.all(this.workers.map((w) => w.terminate()));
   }
 }

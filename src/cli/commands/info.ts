@@ -4,6 +4,8 @@ import { fmtName } from '../../container/format.js';
 import { rowsCols, storedSizes } from '../../container/tensor.js';
 import { countParams } from '../../model/kimi-linear/config.js';
 import { VERSION } from '../../version.js';
+import { Arena } from '../../memory/arena.js';
+import { openStreamFiles } from '../../runtime/io.js';
 import { fmtBytes } from '../progress.js';
 
 export function registerInfo(program: Command): void {
@@ -42,6 +44,14 @@ export function describe(dir: string) {
       recordBytes = b.stride;
     }
     const params = countParams(cfg);
+    // Probe the page-cache bypass the way the engine does when it opens the banks.
+    let io = { odirect: false, note: 'no expert banks' as string | undefined };
+    if (c.banks.size) {
+      const arena = new Arena(8192);
+      const files = openStreamFiles(c, true, { arena, off: arena.alloc(8192, 4096) });
+      io = { odirect: files.direct, note: files.note };
+      files.close();
+    }
     const kinds = cfg.layerKinds;
     const q = c.quant;
     return {
@@ -69,6 +79,7 @@ export function describe(dir: string) {
           : null,
         trunk: [...trunkFormats].sort(),
       },
+      io,
       bytes: {
         trunkFile: c.trunk.size,
         trunkResident: resident,
@@ -107,7 +118,9 @@ function render(i: ReturnType<typeof describe>): string {
     `${e ? `experts ${e.fmt} (${e.stages} stages × ${e.entries} × ${e.vecDim}, ${e.bitsPerWeight.toFixed(2)} bits/weight), ` : ''}trunk ${i.formats.trunk.join('/')}`,
   ]);
   lines.push(['trunk', `${fmtBytes(i.bytes.trunkFile)}: ${fmtBytes(i.bytes.trunkResident)} resident, embedding ${fmtBytes(i.bytes.embeddingOnDisk)} stays on disk`]);
-  if (i.bytes.expertBanks)
+  if (i.bytes.expertBanks) {
     lines.push(['experts', `${fmtBytes(i.bytes.experts)} in ${i.bytes.expertBanks} banks, ${fmtBytes(i.bytes.expertRecord)} per expert`]);
+    lines.push(['reads', i.io.odirect ? 'O_DIRECT: the page cache is bypassed' : `through the page cache (${i.io.note})`]);
+  }
   return lines.map(([k, v]) => `${k.padEnd(10)} ${v}\n`).join('');
 }
