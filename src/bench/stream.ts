@@ -9,6 +9,11 @@ export interface StreamBenchOptions extends OpenOptions {
   promptTokens?: number;
   /** A routing trace (JSONL, one {"layers": [[ids…] per MoE layer]} per token) to replay. */
   routingTrace?: string;
+  /**
+   * What to feed while decoding: 'random' (default) a fixed pseudo-random token sequence, so
+   * synthetic weights route as widely as a real model does; 'greedy' each step's most likely token.
+   */
+  inputs?: 'random' | 'greedy';
   log?: (s: string) => void;
 }
 
@@ -120,9 +125,12 @@ export async function benchStream(dir: string, opts: StreamBenchOptions = {}): P
     const t1 = performance.now();
     for (let i = 0; i < tokens; i++) {
       step = i + 1;
-      let best = 0;
-      for (let v = 1; v < logits.length; v++) if (logits[v] > logits[best]) best = v;
-      logits = await s.forward([best]);
+      let next = ((i + 1) * 2654435761 + 97) % cfg.vocab;
+      if (opts.inputs === 'greedy') {
+        next = 0;
+        for (let v = 1; v < logits.length; v++) if (logits[v] > logits[next]) next = v;
+      }
+      logits = await s.forward([next]);
     }
     const decodeS = (performance.now() - t1) / 1000;
     const after = m.stats();
@@ -162,7 +170,9 @@ export async function benchStream(dir: string, opts: StreamBenchOptions = {}): P
       routing_trace: opts.routingTrace ?? null,
       note: trace
         ? 'routing replayed from a trace: timing only, the generated tokens are meaningless'
-        : 'synthetic or real weights as given; greedy decode from a fixed prompt',
+        : opts.inputs === 'greedy'
+          ? 'greedy decode from a fixed prompt'
+          : 'decode of a fixed pseudo-random token sequence (timing only)',
     };
   } finally {
     await m.close();

@@ -298,6 +298,18 @@ function writeMatrix(trunk: TrunkWriter, rng: Rng, name: string, fmt: number, sh
     return;
   }
   rng.fillBytes(payload);
+  // Zero-mean values: q uniform in [-127, 127] and [-7, 7], drawn by rejection. Plain uniform bytes
+  // have a mean of -1/2, a bias every product adds up and the next one amplifies, until the hidden
+  // state is one direction and every token routes alike.
+  if (fmt === Fmt.Q8G) {
+    for (let i = 0; i < payload.length; i++) while (payload[i] === 0x80) payload[i] = rng.u32() & 0xff;
+  } else {
+    for (let i = 0; i < payload.length; i++) {
+      let b = payload[i];
+      while (b >= 225) b = rng.u32() & 0xff;
+      payload[i] = ((b % 15) + 1) | ((Math.floor(b / 15) + 1) << 4);
+    }
+  }
   const padded = s.groups * G;
   if (padded > cols)
     for (let r = 0; r < rows; r++)
@@ -309,8 +321,8 @@ function writeMatrix(trunk: TrunkWriter, rng: Rng, name: string, fmt: number, sh
           payload[i] = c & 1 ? (payload[i] & 0x0f) | 0x80 : (payload[i] & 0xf0) | 0x08;
         }
       }
-  // uniform q in [-128,127] has std ≈ 73.9; nibbles in [-8,7] ≈ 4.61
-  const unit = fmt === Fmt.Q8G ? 73.9 : 4.61;
+  // uniform q in [-127, 127] has std ≈ 73.6; in [-7, 7] ≈ 4.32
+  const unit = fmt === Fmt.Q8G ? 73.6 : 4.32;
   const scales = new Uint16Array(rows * s.groups);
   for (let i = 0; i < scales.length; i++) scales[i] = encodeF16((std / unit) * rng.uniform(0.5, 1.5));
   trunk.add(name, fmt, shape, payload, scales, G);

@@ -1,4 +1,4 @@
-import type { Command } from 'commander';
+import { type Command, Option } from 'commander';
 import { benchDispatch, renderDispatch } from '../../bench/dispatch.js';
 import { benchKernels, renderKernelBench } from '../../bench/kernels.js';
 import { benchLayers, renderLayerBench } from '../../bench/layers.js';
@@ -15,19 +15,20 @@ export function registerBench(program: Command): void {
       .argument('[model]', 'container directory: decode and prefill speed, hit rate, bytes per token, and the I/O floor measured in the same run')
       .option('--tokens <n>', 'tokens to decode', intArg(1, 1 << 20), 32)
       .option('--prompt-tokens <n>', 'tokens to prefill first', intArg(1, 1 << 20), 16)
-      .option('--routing-trace <file>', 'replay a recorded routing trace instead of the router (timing only)'),
+      .option('--routing-trace <file>', 'replay a recorded routing trace instead of the router (timing only)')
+      .addOption(new Option('--inputs <how>', 'decode inputs: a fixed pseudo-random sequence, or each step\'s most likely token').choices(['random', 'greedy']).default('random')),
   )
     .option('--kernels', 'kernel throughput per thread count, next to the arena read bandwidth measured in the same run', false)
     .option('--layers', 'decode with real Kimi-Linear shapes and every expert in memory: ms per layer against bytes ÷ bandwidth', false)
     .option('--dispatch', 'tiny-model decode with 1 and 2 threads', false)
     .option('--quick', 'smaller buffers and shorter timing (less precise)', false)
     .option('--json', 'print JSON', false)
-    .action(async (model: string | undefined, o: EngineFlags & { kernels: boolean; layers: boolean; dispatch: boolean; quick: boolean; json: boolean; tokens: number; promptTokens: number; routingTrace?: string }) => {
+    .action(async (model: string | undefined, o: EngineFlags & { kernels: boolean; layers: boolean; dispatch: boolean; quick: boolean; json: boolean; tokens: number; promptTokens: number; routingTrace?: string; inputs: 'random' | 'greedy' }) => {
       if (!model && !o.kernels && !o.layers && !o.dispatch) throw new WasteError('E_ARG', 'give a MODEL, or choose what to measure: --kernels, --layers or --dispatch');
       const log = (s: string) => process.stderr.write(`${s}\n`);
       const out: Record<string, unknown> = {};
       if (model) {
-        const r = await benchStream(model, { ...openOptions(o), tokens: o.tokens, promptTokens: o.promptTokens, routingTrace: o.routingTrace, log });
+        const r = await benchStream(model, { ...openOptions(o), tokens: o.tokens, promptTokens: o.promptTokens, routingTrace: o.routingTrace, inputs: o.inputs, log });
         if (o.json) Object.assign(out, r);
         else process.stdout.write(renderStream(r));
       }
