@@ -35,6 +35,8 @@ export interface OpenOptions {
   warm?: boolean;
   /** Read every expert into the cache at open (the budget must hold them all). */
   preloadExperts?: boolean;
+  /** Size the cache to exactly this many records, the budget to match (experiments; overrides budget). */
+  cacheSlots?: number;
   /** 'wasm' (default): WebAssembly SIMD kernels; 'typescript': the plain reference kernels. */
   kernels?: 'wasm' | 'typescript';
   /** Tokens per prefill chunk (default 16). */
@@ -137,8 +139,11 @@ export class Model {
       const cfg = container.config;
       const plan = planMemory(container, { maxContext, chunk, threads, sessions, arenaBytes: opts.arenaBytes });
       // Preloading every expert sizes the cache for all of them unless a budget says otherwise.
-      const budgetBytes = opts.budget ?? (opts.preloadExperts ? plan.layout(Number.MAX_SAFE_INTEGER).bytes : plan.defaultBudget);
-      const layout = plan.layout(budgetBytes);
+      const budgetBytes =
+        opts.cacheSlots !== undefined
+          ? plan.layoutForSlots(opts.cacheSlots).bytes
+          : (opts.budget ?? (opts.preloadExperts ? plan.layout(Number.MAX_SAFE_INTEGER).bytes : plan.defaultBudget));
+      const layout = opts.cacheSlots !== undefined ? plan.layoutForSlots(opts.cacheSlots) : plan.layout(budgetBytes);
       if (opts.preloadExperts && layout.slots < plan.totalExperts)
         throw new WasteError('E_ARG', `preloading every expert needs a budget of at least ${plan.layout(Number.MAX_SAFE_INTEGER).bytes} bytes`);
       const budget = new MemoryBudget(budgetBytes);

@@ -206,11 +206,14 @@ async function rawReadSeconds(m: Model, keys: number[], threads: number): Promis
       }
       Atomics.wait(pool.ctrl, 2, done, 1000);
       done = Atomics.load(pool.ctrl, 2);
-      for (let slot = 0; slot < depth; slot++)
-        if (busy[slot] && Atomics.load(pool.status, slot) !== Status.QUEUED) {
+      for (let slot = 0; slot < depth; slot++) {
+        const st = Atomics.load(pool.status, slot);
+        if (busy[slot] && st !== Status.QUEUED) {
+          if (st !== Status.READY) throw new WasteError('E_IO', `the I/O floor measurement could not read a record (status ${st}, errno ${pool.errno[slot]})`);
           busy[slot] = false;
           inFlight--;
         }
+      }
     }
     return (performance.now() - t0) / 1000;
   } finally {

@@ -58,6 +58,8 @@ export interface MemoryPlan {
   defaultWorkingSets: number;
   /** The arena layout (and cache size) for a budget. */
   layout(budget: number): Layout;
+  /** The layout for exactly `slots` cache slots (at least one working set). */
+  layoutForSlots(slots: number): Layout;
 }
 
 /** Slack per arena for the alignment of its allocations. */
@@ -145,6 +147,11 @@ export function planMemory(c: Container, opts: PlanOptions = {}): MemoryPlan {
     ram,
     defaultBudget,
     defaultWorkingSets,
+    layoutForSlots(slots: number): Layout {
+      if (slots < wsRecords)
+        throw new WasteError('E_ARG', `an expert cache of ${slots} slots is below one token's working set of ${wsRecords} records`);
+      return layout(slots);
+    },
     layout(budget: number): Layout {
       if (budget < floorBytes)
         throw new WasteError(

@@ -16,6 +16,7 @@ export function registerBench(program: Command): void {
       .option('--tokens <n>', 'tokens to decode', intArg(1, 1 << 20), 32)
       .option('--prompt-tokens <n>', 'tokens to prefill first', intArg(1, 1 << 20), 16)
       .option('--routing-trace <file>', 'replay a recorded routing trace instead of the router (timing only)')
+      .option('--cache-slots <n>', 'size the expert cache to exactly n records (the budget follows)', intArg(1, 1 << 24))
       .addOption(new Option('--inputs <how>', 'decode inputs: a fixed pseudo-random sequence, or each step\'s most likely token').choices(['random', 'greedy']).default('random')),
   )
     .option('--kernels', 'kernel throughput per thread count, next to the arena read bandwidth measured in the same run', false)
@@ -23,12 +24,12 @@ export function registerBench(program: Command): void {
     .option('--dispatch', 'tiny-model decode with 1 and 2 threads', false)
     .option('--quick', 'smaller buffers and shorter timing (less precise)', false)
     .option('--json', 'print JSON', false)
-    .action(async (model: string | undefined, o: EngineFlags & { kernels: boolean; layers: boolean; dispatch: boolean; quick: boolean; json: boolean; tokens: number; promptTokens: number; routingTrace?: string; inputs: 'random' | 'greedy' }) => {
+    .action(async (model: string | undefined, o: EngineFlags & { kernels: boolean; layers: boolean; dispatch: boolean; quick: boolean; json: boolean; tokens: number; promptTokens: number; routingTrace?: string; inputs: 'random' | 'greedy'; cacheSlots?: number }) => {
       if (!model && !o.kernels && !o.layers && !o.dispatch) throw new WasteError('E_ARG', 'give a MODEL, or choose what to measure: --kernels, --layers or --dispatch');
       const log = (s: string) => process.stderr.write(`${s}\n`);
       const out: Record<string, unknown> = {};
       if (model) {
-        const r = await benchStream(model, { ...openOptions(o), tokens: o.tokens, promptTokens: o.promptTokens, routingTrace: o.routingTrace, inputs: o.inputs, log });
+        const r = await benchStream(model, { ...openOptions(o), tokens: o.tokens, promptTokens: o.promptTokens, routingTrace: o.routingTrace, inputs: o.inputs, cacheSlots: o.cacheSlots, log });
         if (o.json) Object.assign(out, r);
         else process.stdout.write(renderStream(r));
       }
