@@ -1,7 +1,7 @@
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { rowsCols, storedSizes } from '../container/tensor.js';
+import { storedSizes } from '../container/tensor.js';
 import type { Tensor } from '../container/tensor.js';
 import { Model } from '../engine.js';
 import { WasmKernels } from '../kernels/wasm/index.js';
@@ -111,7 +111,6 @@ export async function benchLayers(opts: { dir?: string; layers?: number; experts
         const ms = (prof[phase] ?? 0) / tokens / n;
         result.rows.push({ phase, threads, msPerLayer: ms, bytes, floorMs: (bytes / readBandwidth[threads]) * 1000 });
       }
-      void rowsCols;
     } finally {
       await m.close();
     }

@@ -1,6 +1,6 @@
 import type { Container } from '../container/open.js';
 import { ARENA_RESERVED, MAX_ARENA_BYTES, WASM_PAGE } from '../memory/arena.js';
-import { aligned } from '../memory/pack.js';
+import { aligned } from '../memory/align.js';
 import { KimiLinearModel } from '../model/kimi-linear/forward.js';
 import { KimiLinearState } from '../model/kimi-linear/state.js';
 import { planWeights } from '../model/kimi-linear/weights.js';

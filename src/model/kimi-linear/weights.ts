@@ -3,7 +3,7 @@ import type { TrunkEntry } from '../../container/manifest.js';
 import { type Tensor, makeViews, rowsCols, storedSizes } from '../../container/tensor.js';
 import { Fmt, fmtName } from '../../container/format.js';
 import type { Arena } from '../../memory/arena.js';
-import { aligned } from '../../memory/pack.js';
+import { aligned } from '../../memory/align.js';
 import { WasteError } from '../../util/errors.js';
 import type { KimiLinearConfig } from './config.js';
 
