@@ -61,3 +61,20 @@ export const Q4G: i32 = 3;
   const b = <i32>load<u8>(W + <usize>row * <usize>rowBytes + <usize>(col >> 1));
   return <f32>(((col & 1) ? b >> 4 : b & 15) - 8) * s;
 }
+
+/** Σ x² over n floats: four lanes, then the tail, in a fixed order. */
+// @ts-ignore: decorator
+@inline export function sumSquares(x: usize, n: i32): f32 {
+  let a = f32x4.splat(0);
+  let i = 0;
+  for (; i + 4 <= n; i += 4) {
+    const v = v128.load(x + (<usize>i << 2));
+    a = f32x4.add(a, f32x4.mul(v, v));
+  }
+  let ss = hsum(a);
+  for (; i < n; i++) {
+    const v = load<f32>(x + (<usize>i << 2));
+    ss += v * v;
+  }
+  return ss;
+}

@@ -1,21 +1,11 @@
 // Small per-token operations, run on one thread.
-import { hsum } from './common';
+import { hsum, sumSquares } from './common';
 
 /** out = w ⊙ x / sqrt(mean(x²) + eps) */
 export function rmsnorm(x: usize, w: usize, out: usize, n: i32, eps: f32): void {
-  let a = f32x4.splat(0);
-  let i = 0;
-  for (; i + 4 <= n; i += 4) {
-    const v = v128.load(x + (<usize>i << 2));
-    a = f32x4.add(a, f32x4.mul(v, v));
-  }
-  let ss = hsum(a);
-  for (; i < n; i++) {
-    const v = load<f32>(x + (<usize>i << 2));
-    ss += v * v;
-  }
+  const ss = sumSquares(x, n);
   const r = f32x4.splat(<f32>(1.0 / Math.sqrt(<f64>ss / <f64>n + <f64>eps)));
-  i = 0;
+  let i = 0;
   for (; i + 4 <= n; i += 4) {
     const o = <usize>i << 2;
     v128.store(out + o, f32x4.mul(f32x4.mul(v128.load(x + o), r), v128.load(w + o)));

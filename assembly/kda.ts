@@ -1,6 +1,6 @@
 // Kimi Delta Attention: the per-token preparation (short convolutions, L2 norms, decay gate, β),
 // the gated delta-rule recurrence, and the gated output norm.
-import { hsum } from './common';
+import { sumSquares } from './common';
 
 // @ts-ignore: decorator
 @inline function sigmoid(z: f32): f32 {
@@ -127,19 +127,8 @@ export function kda_out(o: usize, gate: usize, w: usize, H: i32, D: i32, eps: f3
   for (let h = 0; h < H; h++) {
     const oh = o + <usize>h * <usize>D * 4;
     const gh = gate + <usize>h * <usize>D * 4;
-    let a = f32x4.splat(0);
-    let j = 0;
-    for (; j + 4 <= D; j += 4) {
-      const x = v128.load(oh + (<usize>j << 2));
-      a = f32x4.add(a, f32x4.mul(x, x));
-    }
-    let ss = hsum(a);
-    for (; j < D; j++) {
-      const x = load<f32>(oh + (<usize>j << 2));
-      ss += x * x;
-    }
-    const r = <f32>(1.0 / Math.sqrt(<f64>ss / <f64>D + <f64>eps));
-    for (j = 0; j < D; j++) {
+    const r = <f32>(1.0 / Math.sqrt(<f64>sumSquares(oh, D) / <f64>D + <f64>eps));
+    for (let j = 0; j < D; j++) {
       const i = <usize>j << 2;
       store<f32>(oh + i, load<f32>(oh + i) * r * load<f32>(w + i) * sigmoid(load<f32>(gh + i)));
     }

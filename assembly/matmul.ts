@@ -4,8 +4,9 @@
 import { F16, F32, Q4G, Q8G, f16, f16x8hi, f16x8lo, hsum, weightAt } from './common';
 import { prepStride } from './prep';
 
+/** a · b over n floats with four accumulators, summed in a fixed order. */
 // @ts-ignore: decorator
-@inline function dotF32(w: usize, x: usize, cols: i32): f32 {
+@inline export function dotF32(w: usize, x: usize, cols: i32): f32 {
   let a0 = f32x4.splat(0), a1 = f32x4.splat(0), a2 = f32x4.splat(0), a3 = f32x4.splat(0);
   let i = 0;
   for (; i + 16 <= cols; i += 16) {

@@ -1,26 +1,8 @@
 // Multi-head latent attention without RoPE over the cache of compressed latents, with kv_b_proj
 // absorbed into the query (W_UK) and the output (W_UV): per head, one pass, no decompressed K or V.
-import { Q4G, Q8G, hsum } from './common';
+import { Q4G, Q8G } from './common';
 import { act_prep } from './prep';
-import { dotRow, mvt } from './matmul';
-
-/** a · b over n floats with four accumulators, summed in a fixed order. */
-// @ts-ignore: decorator
-@inline function dot(a: usize, b: usize, n: i32): f32 {
-  let a0 = f32x4.splat(0), a1 = f32x4.splat(0), a2 = f32x4.splat(0), a3 = f32x4.splat(0);
-  let i = 0;
-  for (; i + 16 <= n; i += 16) {
-    const o = <usize>i << 2;
-    a0 = f32x4.add(a0, f32x4.mul(v128.load(a + o), v128.load(b + o)));
-    a1 = f32x4.add(a1, f32x4.mul(v128.load(a + o, 16), v128.load(b + o, 16)));
-    a2 = f32x4.add(a2, f32x4.mul(v128.load(a + o, 32), v128.load(b + o, 32)));
-    a3 = f32x4.add(a3, f32x4.mul(v128.load(a + o, 48), v128.load(b + o, 48)));
-  }
-  for (; i + 4 <= n; i += 4) a0 = f32x4.add(a0, f32x4.mul(v128.load(a + (<usize>i << 2)), v128.load(b + (<usize>i << 2))));
-  let s = hsum(f32x4.add(f32x4.add(a0, a1), f32x4.add(a2, a3)));
-  for (; i < n; i++) s += load<f32>(a + (<usize>i << 2)) * load<f32>(b + (<usize>i << 2));
-  return s;
-}
+import { dotF32 as dot, dotRow, mvt } from './matmul';
 
 /**
  * Heads [h0, h1) of one query at position n−1 over latents cache[0..n) (each `latd` wide: the

@@ -6,7 +6,7 @@ import { countParams } from '../../model/kimi-linear/config.js';
 import { VERSION } from '../../version.js';
 import { Arena } from '../../memory/arena.js';
 import { openStreamFiles } from '../../runtime/io.js';
-import { fmtBytes } from '../progress.js';
+import { formatSize } from '../../util/size.js';
 
 export function registerInfo(program: Command): void {
   program
@@ -117,9 +117,9 @@ function render(i: ReturnType<typeof describe>): string {
     'formats',
     `${e ? `experts ${e.fmt} (${e.stages} stages × ${e.entries} × ${e.vecDim}, ${e.bitsPerWeight.toFixed(2)} bits/weight), ` : ''}trunk ${i.formats.trunk.join('/')}`,
   ]);
-  lines.push(['trunk', `${fmtBytes(i.bytes.trunkFile)}: ${fmtBytes(i.bytes.trunkResident)} resident, embedding ${fmtBytes(i.bytes.embeddingOnDisk)} stays on disk`]);
+  lines.push(['trunk', `${formatSize(i.bytes.trunkFile)}: ${formatSize(i.bytes.trunkResident)} resident, embedding ${formatSize(i.bytes.embeddingOnDisk)} stays on disk`]);
   if (i.bytes.expertBanks) {
-    lines.push(['experts', `${fmtBytes(i.bytes.experts)} in ${i.bytes.expertBanks} banks, ${fmtBytes(i.bytes.expertRecord)} per expert`]);
+    lines.push(['experts', `${formatSize(i.bytes.experts)} in ${i.bytes.expertBanks} banks, ${formatSize(i.bytes.expertRecord)} per expert`]);
     lines.push(['reads', i.io.odirect ? 'O_DIRECT: the page cache is bypassed' : `through the page cache (${i.io.note})`]);
   }
   return lines.map(([k, v]) => `${k.padEnd(10)} ${v}\n`).join('');

@@ -1,7 +1,8 @@
 import type { Command } from 'commander';
 import { openContainer } from '../../container/open.js';
 import { WasteError } from '../../util/errors.js';
-import { Progress, fmtBytes } from '../progress.js';
+import { Progress } from '../progress.js';
+import { formatSize } from '../../util/size.js';
 
 export function registerVerify(program: Command): void {
   program
@@ -26,7 +27,7 @@ export function registerVerify(program: Command): void {
           }
         }
         bar.done();
-        process.stdout.write(`ok: ${done} expert records in ${c.banks.size} banks (${fmtBytes(bytes)}) have valid headers and checksums\n`);
+        process.stdout.write(`ok: ${done} expert records in ${c.banks.size} banks (${formatSize(bytes)}) have valid headers and checksums\n`);
       } catch (e) {
         if (e instanceof WasteError && e.code === 'E_IO') {
           process.stdout.write(`FAILED: ${e.message}\n`);
