@@ -9,6 +9,7 @@ import { MemoryBudget } from './memory/budget.js';
 import { KimiLinearModel } from './model/kimi-linear/forward.js';
 import type { KimiLinearState } from './model/kimi-linear/state.js';
 import { loadWeights } from './model/kimi-linear/weights.js';
+import { ContainerSource } from './model/sources/container-source.js';
 import type { KimiLinearConfig } from './model/kimi-linear/config.js';
 import { type CachePolicy, type CacheStats, ExpertCache } from './runtime/cache.js';
 import { type StreamFiles, openStreamFiles } from './runtime/io.js';
@@ -150,7 +151,8 @@ export class Model {
       const arenas = layout.arenas.map((a) => new Arena(a.bytes - ARENA_RESERVED, budget));
       const of: Arena[] = [];
       layout.arenas.forEach((a, i) => a.groups.forEach((g) => (of[g] = arenas[i])));
-      const weights = loadWeights(container, cfg, of, arenas);
+      const source = new ContainerSource(container);
+      const weights = loadWeights(source, cfg, of, arenas, container.quant, (L, out) => source.fillBooks(L, out));
       kernels = opts.kernels === 'typescript' ? tsKernels : await WasmKernels.create(threads, arenas, { cfg, chunk });
       const probe = { arena: arenas[0], off: arenas[0].alloc(8192, 4096) };
 
@@ -169,7 +171,8 @@ export class Model {
         if (ioThreads > 0) readers = await ReaderPool.create(ioThreads, slots.length, arenas, opts.verify ? payloadEnd : 0);
         cache = new ExpertCache(container, files, slots, stride, opts.cachePolicy ?? 'lfru', readers, opts.verify ?? false);
       }
-      const net = new KimiLinearModel(container, { ...weights, arenas }, kernels, cache, chunk, maxContext);
+      const record = container.banks.size ? [...container.banks.values()][0].layout : undefined;
+      const net = new KimiLinearModel(cfg, { ...weights, arenas }, kernels, cache, container.quant, record, chunk, maxContext);
       net.lookahead = lookahead;
       const model = new Model({ container, net, kernels, threads, plan, budget, cache, files, readers });
       // the reserved sessions' state, allocated now so the budget covers it from the start

@@ -4,6 +4,7 @@ import { aligned } from '../memory/align.js';
 import { KimiLinearModel } from '../model/kimi-linear/forward.js';
 import { KimiLinearState } from '../model/kimi-linear/state.js';
 import { planWeights } from '../model/kimi-linear/weights.js';
+import { ContainerSource } from '../model/sources/container-source.js';
 import { kernelArenaBytes } from '../kernels/wasm/index.js';
 import { WasteError } from '../util/errors.js';
 import { formatSize } from '../util/size.js';
@@ -72,7 +73,7 @@ export function planMemory(c: Container, opts: PlanOptions = {}): MemoryPlan {
   const threads = opts.threads ?? 1;
   const sessions = opts.sessions ?? 1;
   const cap = Math.min(opts.arenaBytes ?? MAX_ARENA_BYTES, MAX_ARENA_BYTES);
-  const groups = planWeights(c, cfg);
+  const groups = planWeights(new ContainerSource(c), cfg, c.quant);
   const statePerLayer = KimiLinearState.layerBytes(cfg, maxContext);
   const weighted = groups.map((g, i) => g + (i < cfg.layers ? sessions * statePerLayer[i] : 0));
   let stride = 0;

@@ -1,5 +1,4 @@
-import type { Container } from '../../container/open.js';
-import type { ExpertQuant } from '../../container/format.js';
+import type { ExpertQuant, RecordLayout } from '../../container/format.js';
 import type { Kernels, VqGeometry } from '../../kernels/types.js';
 import type { Arena } from '../../memory/arena.js';
 import type { ExpertCache } from '../../runtime/cache.js';
@@ -42,17 +41,20 @@ export class KimiLinearModel {
   private predicted = new Map<number, number[]>();
 
   constructor(
-    readonly container: Container,
+    cfg: KimiLinearConfig,
     readonly weights: KimiLinearWeights,
     readonly kernels: Kernels,
+    /** Where VQ expert records come from (a container); absent when the experts are dense. */
     readonly experts: ExpertCache | undefined,
+    q: ExpertQuant | undefined,
+    /** Where gate, up, down and the scales sit in every expert record. */
+    private readonly record: RecordLayout | undefined,
     chunk: number,
     maxContext: number,
   ) {
-    this.cfg = container.config;
+    this.cfg = cfg;
     this.chunk = chunk;
     this.maxContext = maxContext;
-    const q = container.quant;
     if (q) this.geom = { stages: q.stages, entries: q.entries, vecDim: q.vecDim, indexBlock: q.indexBlock };
     for (const a of weights.arenas) this.scratch.set(a, new Scratch(this.cfg, chunk, maxContext, q, arenaAllocator(a)));
   }
@@ -89,7 +91,7 @@ export class KimiLinearModel {
     for (let c0 = 0; c0 < n; c0 += this.chunk) {
       const T = Math.min(this.chunk, n - c0);
       let s = this.scratchOf(this.weights.layers[0].arena);
-      for (let t = 0; t < T; t++) this.container.trunk.readRow(this.weights.embed, tokens[c0 + t], s.x.subarray(t * H, (t + 1) * H));
+      for (let t = 0; t < T; t++) this.weights.embedRow(tokens[c0 + t], s.x.subarray(t * H, (t + 1) * H));
       for (let L = 0; L < this.cfg.layers; L++) {
         s = this.carry(s, this.weights.layers[L].arena, T);
         await this.layer(state, L, T, s);
@@ -222,19 +224,15 @@ export class KimiLinearModel {
   }
 
   /**
-   * Sigmoid router with a selection-only bias, top-k, renormalised and scaled weights; routed
-   * experts through lookup tables; the shared experts. The distinct experts of the chunk are
-   * requested from the cache at once (in the order they are listed) and each is computed, for every
-   * token routed to it, as soon as its record lands; the shared experts run while the first reads
-   * are in flight. Results are summed in selection order afterwards, so the order in which records
-   * land changes nothing.
+   * Sigmoid router with a selection-only bias, top-k, renormalised and scaled weights; the routed
+   * experts (VQ records through lookup tables, or dense matrices for a checkpoint); the shared
+   * experts. Results are summed in selection order afterwards, so the order in which records land
+   * changes nothing.
    */
   private async moe(L: number, w: MoeWeights, T: number, s: Scratch): Promise<void> {
     const { hidden: H } = this.cfg;
     const { experts: E, topK: K, renormalize, routedScale } = this.cfg.moe;
     const k = this.kernels;
-    const cache = this.experts;
-    if (!cache) throw new WasteError('E_STATE', 'this model has no expert cache');
     k.matmul(w.router, s.norm, s.router, T);
     for (let t = 0; t < T; t++)
       k.moeRoute(s.router.subarray(t * E, (t + 1) * E), w.bias, E, K, s.route.subarray(t * K, (t + 1) * K), s.routeW.subarray(t * K, (t + 1) * K), renormalize, routedScale);
@@ -250,6 +248,51 @@ export class KimiLinearModel {
     this.predicted.delete(L);
 
     const used = [...new Set(s.route.subarray(0, T * K))].sort((a, b) => a - b);
+    let sharedDone = false;
+    if (w.dense) this.denseExperts(w.dense, used, T, s);
+    else sharedDone = this.streamedExperts(L, w, used, T, s);
+    if (w.shared && !sharedDone) this.ffn(w.shared, T, s, s.shared);
+
+    // Weighted sum in selection order, then the shared experts (unweighted).
+    for (let t = 0; t < T; t++)
+      k.moeCombine(
+        s.out.subarray(t * H, (t + 1) * H),
+        s.expertOut.subarray(t * K * H, (t + 1) * K * H),
+        s.routeW.subarray(t * K, (t + 1) * K),
+        K,
+        H,
+        w.shared ? s.shared.subarray(t * H, (t + 1) * H) : undefined,
+      );
+    if (T === 1 && this.lookahead > 0) this.lookAhead(L, s);
+  }
+
+  /** The unquantized reference: every routed expert as dense matrices, for each token routed to it. */
+  private denseExperts(experts: FfnWeights[], used: number[], T: number, s: Scratch): void {
+    const { hidden: H } = this.cfg;
+    const { topK: K, inter: I } = this.cfg.moe;
+    const k = this.kernels;
+    for (const e of used) {
+      const x = experts[e];
+      for (let t = 0; t < T; t++)
+        for (let j = 0; j < K; j++) {
+          if (s.route[t * K + j] !== e) continue;
+          const xin = s.norm.subarray(t * H, (t + 1) * H);
+          k.matmul(x.gate, xin, s.ffA, 1);
+          k.matmul(x.up, xin, s.ffB, 1);
+          k.siluMul(s.ffA, s.ffB, I);
+          k.matmul(x.down, s.ffA, s.expertOut.subarray((t * K + j) * H, (t * K + j + 1) * H), 1);
+        }
+    }
+  }
+
+  /**
+   * Routed experts streamed from the cache: every distinct expert of the chunk requested at once
+   * (in the order listed) and computed, for every token routed to it, as soon as its record lands;
+   * the shared experts run while the first reads are in flight (returns true when they did).
+   */
+  private streamedExperts(L: number, w: MoeWeights, used: number[], T: number, s: Scratch): boolean {
+    const cache = this.experts;
+    if (!cache) throw new WasteError('E_STATE', 'this model has no expert cache');
     const prepared = new Map<Scratch, Uint8Array>();
     let sharedDone = false;
     for (let i = 0; i < used.length; ) {
@@ -269,19 +312,7 @@ export class KimiLinearModel {
         cache.release(slot);
       }
     }
-    if (!sharedDone && w.shared) this.ffn(w.shared, T, s, s.shared);
-
-    // Weighted sum in selection order, then the shared experts (unweighted).
-    for (let t = 0; t < T; t++)
-      k.moeCombine(
-        s.out.subarray(t * H, (t + 1) * H),
-        s.expertOut.subarray(t * K * H, (t + 1) * K * H),
-        s.routeW.subarray(t * K, (t + 1) * K),
-        K,
-        H,
-        w.shared ? s.shared.subarray(t * H, (t + 1) * H) : undefined,
-      );
-    if (T === 1 && this.lookahead > 0) this.lookAhead(L, s);
+    return sharedDone;
   }
 
   /**
@@ -294,7 +325,7 @@ export class KimiLinearModel {
     const { topK: K, inter: I } = this.cfg.moe;
     const k = this.kernels;
     const geom = this.geom!;
-    const lay = this.container.banks.get(L)!.layout;
+    const lay = this.record!;
     const lutSize = (H / geom.vecDim) * geom.stages * geom.entries;
     let built = prepared.get(sx);
     if (!built) prepared.set(sx, (built = new Uint8Array(T)));

@@ -1,10 +1,9 @@
-import type { Container } from '../../container/open.js';
-import type { TrunkEntry } from '../../container/manifest.js';
-import { type Tensor, makeViews, rowsCols, storedSizes } from '../../container/tensor.js';
-import { Fmt, fmtName } from '../../container/format.js';
+import type { Tensor } from '../../container/tensor.js';
+import type { ExpertQuant } from '../../container/format.js';
 import type { Arena } from '../../memory/arena.js';
 import { aligned } from '../../memory/align.js';
 import { WasteError } from '../../util/errors.js';
+import type { WeightSource } from '../sources/source.js';
 import type { KimiLinearConfig } from './config.js';
 
 /**
@@ -56,6 +55,8 @@ export interface MoeWeights {
   shared?: FfnWeights;
   /** Per matrix kind (gate, up, down): the layer's stage codebooks transposed, [stage][dim][entry]. */
   booksT: [Float32Array, Float32Array, Float32Array];
+  /** Every routed expert as dense matrices (a checkpoint; a container streams VQ records instead). */
+  dense?: FfnWeights[];
 }
 
 export interface LayerWeights {
@@ -68,7 +69,8 @@ export interface LayerWeights {
 }
 
 export interface KimiLinearWeights {
-  embed: TrunkEntry;
+  /** One row of the embedding table (it stays on disk), as f32. */
+  embedRow(token: number, dst: Float32Array): void;
   finalNorm: Float32Array;
   lmHead: Tensor;
   layers: LayerWeights[];
@@ -82,6 +84,8 @@ interface Binder<M> {
   matrix(name: string, rows: number, cols: number): M;
   vector(name: string, n: number, shapes?: number[][]): Float32Array;
   books(): [Float32Array, Float32Array, Float32Array];
+  /** The routed experts as dense matrices, when the source has them so. */
+  dense(): boolean;
   has(name: string): boolean;
 }
 
@@ -152,54 +156,46 @@ function layerLayout<M>(cfg: KimiLinearConfig, L: number, b: Binder<M>) {
             }
           : undefined,
       booksT: b.books(),
+      dense: b.dense()
+        ? Array.from({ length: E }, (_, e) => ({
+            gate: b.matrix(`${m}experts.${e}.w1.weight`, cfg.moe.inter, H),
+            up: b.matrix(`${m}experts.${e}.w3.weight`, cfg.moe.inter, H),
+            down: b.matrix(`${m}experts.${e}.w2.weight`, H, cfg.moe.inter),
+          }))
+        : undefined,
     };
   }
   return { inputNorm, postNorm, attn, ffn };
 }
 
-/** Names a trunk tensor, checked to exist. */
-function entryOf(c: Container): (name: string) => TrunkEntry {
-  const prefix = c.manifest.tensorPrefix;
-  return (name: string): TrunkEntry => {
-    const e = c.tensors.get(prefix + name);
-    if (!e) throw new WasteError('E_FORMAT', `manifest.json: required tensor ${prefix + name} is missing from the trunk`);
-    return e;
-  };
-}
-
-const shapeError = (e: TrunkEntry, expected: string) =>
-  new WasteError('E_FORMAT', `manifest.json: tensor ${e.name} has shape [${e.shape}], expected ${expected}`);
+const shapeError = (label: string, name: string, shape: number[], expected: string) =>
+  new WasteError('E_FORMAT', `${label}: tensor ${name} has shape [${shape}], expected ${expected}`);
 
 /**
  * Check every trunk tensor against the shapes the config implies (before anything is read) and
  * return the resident bytes of each group: one per layer, then the head (final norm + LM head).
  */
-export function planWeights(c: Container, cfg: KimiLinearConfig): number[] {
-  const prefix = c.manifest.tensorPrefix;
-  const entry = entryOf(c);
-  const embed = entry('model.embed_tokens.weight');
-  if (embed.shape.length !== 2 || embed.shape[0] !== cfg.vocab || embed.shape[1] !== cfg.hidden)
-    throw shapeError(embed, `[${cfg.vocab}, ${cfg.hidden}]`);
-  const q = c.quant;
-  const booksBytes = q ? 3 * aligned(q.stages * q.vecDim * q.entries * 4) : 0;
+export function planWeights(src: WeightSource, cfg: KimiLinearConfig, q?: ExpertQuant): number[] {
+  const embed = src.shape('model.embed_tokens.weight');
+  if (embed.length !== 2 || embed[0] !== cfg.vocab || embed[1] !== cfg.hidden)
+    throw shapeError(src.label, 'model.embed_tokens.weight', embed, `[${cfg.vocab}, ${cfg.hidden}]`);
+  const booksBytes = q && !src.denseExperts ? 3 * aligned(q.stages * q.vecDim * q.entries * 4) : 0;
   const groupBytes: number[] = [];
   let bytes = 0;
   const planner: Binder<null> = {
-    has: (name) => c.tensors.has(prefix + name),
+    has: (name) => src.has(name),
+    dense: () => src.denseExperts,
     matrix(name, rows, cols) {
-      const e = entry(name);
-      if (e.shape.length !== 2 || e.shape[0] !== rows || e.shape[1] !== cols) throw shapeError(e, `[${rows}, ${cols}]`);
-      if (e.fmt !== Fmt.F32 && e.fmt !== Fmt.F16 && e.fmt !== Fmt.Q8G && e.fmt !== Fmt.Q4G)
-        throw new WasteError('E_UNSUPPORTED', `unsupported: tensor ${e.name} is stored as ${fmtName(e.fmt)}`);
-      const s = storedSizes(e.fmt, rows, cols, e.group);
-      bytes += aligned(s.payload) + aligned(s.scaleBytes);
+      const shape = src.shape(name);
+      if (shape.length !== 2 || shape[0] !== rows || shape[1] !== cols) throw shapeError(src.label, name, shape, `[${rows}, ${cols}]`);
+      bytes += src.residentBytes(name);
       return null;
     },
     vector(name, n, shapes) {
       if (name) {
-        const e = entry(name);
-        const fits = (s: number[]) => s.length === e.shape.length && s.every((d, i) => d === e.shape[i]);
-        if (!(shapes ? shapes.some(fits) : fits([n]))) throw shapeError(e, shapes ? shapes.map((s) => `[${s}]`).join(' or ') : `[${n}]`);
+        const shape = src.shape(name);
+        const fits = (s: number[]) => s.length === shape.length && s.every((d, i) => d === shape[i]);
+        if (!(shapes ? shapes.some(fits) : fits([n]))) throw shapeError(src.label, name, shape, shapes ? shapes.map((s) => `[${s}]`).join(' or ') : `[${n}]`);
       }
       bytes += aligned(n * 4);
       return new Float32Array(0);
@@ -223,80 +219,38 @@ export function planWeights(c: Container, cfg: KimiLinearConfig): number[] {
 
 /**
  * Load the trunk into arenas: group g (layers in order, then the head) into `of[g]`, which the
- * caller has sized from planWeights.
+ * caller has sized from planWeights. `fillBooks(L, out)` writes layer L's transposed codebooks.
  */
-export function loadWeights(c: Container, cfg: KimiLinearConfig, of: Arena[], arenas: Arena[]): KimiLinearWeights {
-  const entry = entryOf(c);
-  const embed = entry('model.embed_tokens.weight');
-  const q = c.quant;
-  const planner = { has: (name: string) => c.tensors.has(c.manifest.tensorPrefix + name) };
+export function loadWeights(
+  src: WeightSource,
+  cfg: KimiLinearConfig,
+  of: Arena[],
+  arenas: Arena[],
+  q?: ExpertQuant,
+  fillBooks?: (layer: number, out: [Float32Array, Float32Array, Float32Array]) => void,
+): KimiLinearWeights {
   let arena: Arena = of[0];
+  const per = q && !src.denseExperts ? q.stages * q.vecDim * q.entries : 0;
   const loader: Binder<Tensor> = {
-    has: planner.has,
-    matrix(name) {
-      const e = entry(name);
-      const { rows, cols } = rowsCols(e.shape);
-      const s = storedSizes(e.fmt, rows, cols, e.group);
-      const off = arena.alloc(s.payload, 64);
-      const scaleOff = s.scaleBytes ? arena.alloc(s.scaleBytes, 64) : -1;
-      c.trunk.readInto(arena.u8(off, s.payload), e.off, e.name);
-      if (s.scaleBytes) c.trunk.readInto(arena.u8(scaleOff, s.scaleBytes), e.scaleOff, `${e.name} scales`);
-      const t: Tensor = { name: e.name, fmt: e.fmt, shape: e.shape, rows, cols, group: e.group, groups: s.groups, rowBytes: s.rowBytes, arena, off, scaleOff };
-      makeViews(t);
-      checkFinite(t);
-      return t;
-    },
+    has: (name) => src.has(name),
+    dense: () => src.denseExperts,
+    matrix: (name) => src.loadMatrix(name, arena),
     vector(name, n) {
       const out = arena.allocF32(n);
-      if (name) readVector(c, entry(name), out);
+      if (name) src.readVector(name, out);
       return out;
     },
-    books() {
-      const per = q!.stages * q!.vecDim * q!.entries;
-      return [0, 1, 2].map(() => arena.f32(arena.alloc(per * 4, 64), per)) as [Float32Array, Float32Array, Float32Array];
-    },
+    books: () => [0, 1, 2].map(() => arena.allocF32(per)) as [Float32Array, Float32Array, Float32Array],
   };
   const layers: LayerWeights[] = [];
   for (let L = 0; L < cfg.layers; L++) {
     arena = of[L];
     const lw = layerLayout(cfg, L, loader);
-    if (lw.ffn.kind === 'moe') fillBooks(c, L, lw.ffn.booksT);
+    if (lw.ffn.kind === 'moe' && fillBooks && per) fillBooks(L, lw.ffn.booksT);
     layers.push({ ...lw, arena } as LayerWeights);
   }
   arena = of[cfg.layers];
   const finalNorm = loader.vector('model.norm.weight', cfg.hidden);
   const lmHead = loader.matrix('lm_head.weight', cfg.vocab, cfg.hidden);
-  return { embed, finalNorm, lmHead, layers, headArena: arena, arenas };
-}
-
-/** Transpose layer L's codebooks, [entry][dim] per stage, into [stage][dim][entry] per kind. */
-function fillBooks(c: Container, L: number, out: [Float32Array, Float32Array, Float32Array]): void {
-  const q = c.quant!;
-  const cb = c.codebooks!;
-  const base = c.banks.get(L)!.codebookBase;
-  const per = q.entries * q.vecDim;
-  for (let kind = 0; kind < 3; kind++)
-    for (let s = 0; s < q.stages; s++) {
-      const book = (base + kind * q.stages + s) * per;
-      for (let e = 0; e < q.entries; e++)
-        for (let d = 0; d < q.vecDim; d++) out[kind][(s * q.vecDim + d) * q.entries + e] = cb.values[book + e * q.vecDim + d];
-    }
-}
-
-function readVector(c: Container, e: TrunkEntry, out: Float32Array): void {
-  const { rows, cols } = rowsCols(e.shape);
-  for (let r = 0; r < rows; r++) c.trunk.readRow(e, r, out.subarray(r * cols, (r + 1) * cols));
-  for (let i = 0; i < out.length; i++)
-    if (!Number.isFinite(out[i])) throw new WasteError('E_FORMAT', `trunk.bin: tensor ${e.name} holds a non-finite value at index ${i}`);
-}
-
-/** A NaN or infinity in a weight would only show up as a silently wrong answer; refuse it at load. */
-function checkFinite(t: Tensor): void {
-  const bad = (what: string, i: number) => new WasteError('E_FORMAT', `trunk.bin: tensor ${t.name} holds a non-finite ${what} at index ${i}`);
-  if (t.f32) {
-    for (let i = 0; i < t.f32.length; i++) if (!Number.isFinite(t.f32[i])) throw bad('value', i);
-  } else {
-    const h = t.f16 ?? t.scales!;
-    for (let i = 0; i < h.length; i++) if ((h[i] & 0x7c00) === 0x7c00) throw bad(t.f16 ? 'value' : 'group scale', i);
-  }
+  return { embedRow: (token, dst) => src.embedRow(token, dst), finalNorm, lmHead, layers, headArena: arena, arenas };
 }

@@ -1,0 +1,200 @@
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { f16 } from '../util/f16.js';
+import { WasteError, fromSystemError, unsupported } from '../util/errors.js';
+import { isObject } from '../util/fields.js';
+
+/**
+ * HuggingFace safetensors, single file or sharded with `model.safetensors.index.json`. Everything in
+ * them is untrusted: the header's size, its JSON, each tensor's dtype, shape and offsets are checked
+ * against the file before a byte of data is read, and tensors are read one at a time (or a range of
+ * rows at a time), never a whole shard.
+ */
+export type Dtype = 'BF16' | 'F16' | 'F32';
+const DTYPE_BYTES: Record<Dtype, number> = { BF16: 2, F16: 2, F32: 4 };
+const MAX_HEADER = 256 << 20;
+
+export interface TensorInfo {
+  name: string;
+  dtype: Dtype;
+  shape: number[];
+  /** Shard file (path) holding it. */
+  file: string;
+  /** Absolute byte offset of the data in the file. */
+  offset: number;
+  bytes: number;
+}
+
+interface Shard {
+  file: string;
+  fd: number;
+  size: number;
+  tensors: Map<string, TensorInfo>;
+}
+
+export class SafetensorsSet {
+  private readonly shards = new Map<string, Shard>();
+  private readonly index = new Map<string, TensorInfo>();
+  private buf = Buffer.alloc(0);
+
+  /** The tensors of every `*.safetensors` named by the directory's index, or its single `model.safetensors`. */
+  static open(dir: string): SafetensorsSet {
+    const set = new SafetensorsSet();
+    try {
+      const indexFile = path.join(dir, 'model.safetensors.index.json');
+      if (fs.existsSync(indexFile)) {
+        let doc: unknown;
+        try {
+          doc = JSON.parse(fs.readFileSync(indexFile, 'utf8'));
+        } catch (e) {
+          throw new WasteError('E_FORMAT', `${indexFile}: not valid JSON (${(e as Error).message})`);
+        }
+        const map = isObject(doc) ? doc.weight_map : undefined;
+        if (!isObject(map)) throw new WasteError('E_FORMAT', `${indexFile}: weight_map is missing or not an object`);
+        const byFile = new Map<string, string[]>();
+        for (const [name, file] of Object.entries(map)) {
+          if (typeof file !== 'string' || !/^[A-Za-z0-9._-]+$/.test(file) || file === '.' || file === '..')
+            throw new WasteError('E_FORMAT', `${indexFile}: weight_map.${name} must name a file in the checkpoint directory`);
+          let list = byFile.get(file);
+          if (!list) byFile.set(file, (list = []));
+          list.push(name);
+        }
+        for (const [file, names] of byFile) {
+          const shard = set.openShard(path.join(dir, file));
+          for (const name of names) {
+            const t = shard.tensors.get(name);
+            if (!t) throw new WasteError('E_FORMAT', `${indexFile}: ${name} is mapped to ${file}, which does not contain it`);
+            set.index.set(name, t);
+          }
+        }
+      } else {
+        const single = path.join(dir, 'model.safetensors');
+        if (!fs.existsSync(single))
+          throw new WasteError('E_IO', `${dir}: no model.safetensors and no model.safetensors.index.json; is this a HuggingFace checkpoint?`);
+        const shard = set.openShard(single);
+        for (const t of shard.tensors.values()) set.index.set(t.name, t);
+      }
+    } catch (e) {
+      set.close();
+      throw e;
+    }
+    return set;
+  }
+
+  private openShard(file: string): Shard {
+    let fd: number;
+    let size: number;
+    try {
+      fd = fs.openSync(file, 'r');
+      size = fs.fstatSync(fd).size;
+    } catch (e) {
+      throw fromSystemError(file, e);
+    }
+    const shard: Shard = { file, fd, size, tensors: new Map() };
+    this.shards.set(file, shard);
+    const name = path.basename(file);
+    const bad = (what: string) => new WasteError('E_FORMAT', `${name}: ${what}`);
+    if (size < 8) throw bad(`${size} bytes is too short for a safetensors file`);
+    const head = Buffer.alloc(8);
+    fs.readSync(fd, head, 0, 8, 0);
+    const n = Number(head.readBigUInt64LE(0));
+    if (n < 2 || n > MAX_HEADER || 8 + n > size) throw bad(`header length ${n} does not fit the file (${size} bytes)`);
+    const text = Buffer.alloc(n);
+    if (fs.readSync(fd, text, 0, n, 8) !== n) throw bad('short read of the header');
+    let doc: unknown;
+    try {
+      doc = JSON.parse(text.toString('utf8'));
+    } catch (e) {
+      throw bad(`header is not valid JSON (${(e as Error).message})`);
+    }
+    if (!isObject(doc)) throw bad('header is not a JSON object');
+    const dataStart = 8 + n;
+    const dataSize = size - dataStart;
+    for (const [tname, meta] of Object.entries(doc)) {
+      if (tname === '__metadata__') continue;
+      if (!isObject(meta)) throw bad(`${tname}: entry is not an object`);
+      const dtype = meta.dtype;
+      if (typeof dtype !== 'string') throw bad(`${tname}: dtype is missing`);
+      if (!(dtype in DTYPE_BYTES)) throw unsupported(`${name}: ${tname} is stored as ${dtype}; the converter reads BF16, F16 and F32`);
+      const shape = meta.shape;
+      if (!Array.isArray(shape) || shape.length > 8 || !shape.every((d) => typeof d === 'number' && Number.isInteger(d) && d >= 0 && d <= 2 ** 40))
+        throw bad(`${tname}: shape must be a list of non-negative integers`);
+      const offs = meta.data_offsets;
+      if (!Array.isArray(offs) || offs.length !== 2 || !offs.every((o) => typeof o === 'number' && Number.isInteger(o) && o >= 0))
+        throw bad(`${tname}: data_offsets must be two non-negative integers`);
+      const [b, e] = offs as number[];
+      const numel = (shape as number[]).reduce((a, d) => a * d, 1);
+      const bytes = numel * DTYPE_BYTES[dtype as Dtype];
+      if (e < b || e > dataSize) throw bad(`${tname}: data_offsets [${b}, ${e}] fall outside the ${dataSize} data bytes`);
+      if (e - b !== bytes) throw bad(`${tname}: shape [${shape}] of ${dtype} needs ${bytes} bytes, data_offsets give ${e - b}`);
+      shard.tensors.set(tname, { name: tname, dtype: dtype as Dtype, shape: shape as number[], file, offset: dataStart + b, bytes });
+    }
+    return shard;
+  }
+
+  close(): void {
+    for (const s of this.shards.values()) fs.closeSync(s.fd);
+    this.shards.clear();
+  }
+
+  names(): string[] {
+    return [...this.index.keys()];
+  }
+
+  has(name: string): boolean {
+    return this.index.has(name);
+  }
+
+  info(name: string): TensorInfo {
+    const t = this.index.get(name);
+    if (!t) throw new WasteError('E_FORMAT', `the checkpoint has no tensor ${name}`);
+    return t;
+  }
+
+  /** Rows [row0, row0 + n) of a tensor viewed as [rows][last dim], as f32, into `out`. */
+  readRows(name: string, row0: number, n: number, out: Float32Array): void {
+    const t = this.info(name);
+    const cols = t.shape.length ? t.shape[t.shape.length - 1] : 1;
+    const size = DTYPE_BYTES[t.dtype];
+    const bytes = n * cols * size;
+    if (out.length < n * cols) throw new Error('readRows: output too small');
+    if ((row0 + n) * cols * size > t.bytes) throw new WasteError('E_ARG', `${name}: rows ${row0}..${row0 + n} are past its end`);
+    // unpooled, so its memory starts aligned for the typed views below
+    if (this.buf.length < bytes) this.buf = Buffer.allocUnsafeSlow(Math.max(bytes, 1 << 20));
+    const shard = this.shards.get(t.file)!;
+    let done = 0;
+    const pos = t.offset + row0 * cols * size;
+    while (done < bytes) {
+      const got = fs.readSync(shard.fd, this.buf, done, Math.min(bytes - done, 1 << 30), pos + done);
+      if (got <= 0) throw new WasteError('E_IO', `${path.basename(t.file)}: short read of ${name}`);
+      done += got;
+    }
+    const m = n * cols;
+    const b = this.buf;
+    if (t.dtype === 'F32') out.set(new Float32Array(b.buffer, b.byteOffset, m));
+    else {
+      const h = new Uint16Array(b.buffer, b.byteOffset, m);
+      if (t.dtype === 'F16') for (let i = 0; i < m; i++) out[i] = f16(h[i]);
+      else {
+        // bf16 is the top half of an f32
+        const o = new Uint32Array(out.buffer, out.byteOffset, m);
+        for (let i = 0; i < m; i++) o[i] = h[i] << 16;
+      }
+    }
+  }
+
+  /** The whole tensor as f32 (for tensors small enough to hold). */
+  readF32(name: string): Float32Array {
+    const t = this.info(name);
+    const numel = t.shape.reduce((a, d) => a * d, 1);
+    const cols = t.shape.length ? t.shape[t.shape.length - 1] : 1;
+    const out = new Float32Array(numel);
+    const rowsPerRead = Math.max(1, Math.floor((64 << 20) / (cols * 4)));
+    const rows = cols ? numel / cols : 0;
+    for (let r = 0; r < rows; r += rowsPerRead) {
+      const n = Math.min(rowsPerRead, rows - r);
+      this.readRows(name, r, n, out.subarray(r * cols, (r + n) * cols));
+    }
+    return out;
+  }
+}
