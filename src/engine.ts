@@ -1,4 +1,10 @@
+import * as fs from 'node:fs';
 import * as path from 'node:path';
+import { SafetensorsSet } from './checkpoint/safetensors.js';
+import { CheckpointSource } from './model/sources/checkpoint-source.js';
+import { parseKimiLinearConfig } from './model/kimi-linear/config.js';
+import { Fields } from './util/fields.js';
+import { formatSize } from './util/size.js';
 import { type Container, openContainer } from './container/open.js';
 import type { Kernels } from './kernels/types.js';
 import { tsKernels } from './kernels/ts/index.js';
@@ -8,14 +14,14 @@ import { ARENA_RESERVED, Arena } from './memory/arena.js';
 import { MemoryBudget } from './memory/budget.js';
 import { KimiLinearModel } from './model/kimi-linear/forward.js';
 import type { KimiLinearState } from './model/kimi-linear/state.js';
-import { loadWeights } from './model/kimi-linear/weights.js';
+import { loadWeights, planWeights } from './model/kimi-linear/weights.js';
 import { ContainerSource } from './model/sources/container-source.js';
 import type { KimiLinearConfig } from './model/kimi-linear/config.js';
 import { type CachePolicy, type CacheStats, ExpertCache } from './runtime/cache.js';
 import { type StreamFiles, openStreamFiles } from './runtime/io.js';
-import { type MemoryPlan, planMemory } from './runtime/plan.js';
+import { type MemoryPlan, planFor, planMemory } from './runtime/plan.js';
 import { ReaderPool } from './runtime/readers.js';
-import { WasteError } from './util/errors.js';
+import { WasteError, fromSystemError } from './util/errors.js';
 
 export interface OpenOptions {
   /** RAM ceiling in bytes for everything the engine allocates (default: the plan's default budget). */
@@ -78,7 +84,10 @@ export const USAGE_FILE = 'usage.waste';
  * from disk into a budgeted cache.
  */
 export class Model {
-  readonly container: Container;
+  /** The container (absent when the model was opened from a HuggingFace checkpoint). */
+  readonly container: Container | undefined;
+  /** Where the weights came from: a container, or a checkpoint (the unquantized reference). */
+  readonly kind: 'container' | 'checkpoint';
   readonly config: KimiLinearConfig;
   readonly kernels: Kernels;
   readonly threads: number;
@@ -89,10 +98,12 @@ export class Model {
   private readonly freeStates: KimiLinearState[] = [];
   private readonly files: StreamFiles | undefined;
   private readonly readers: ReaderPool | undefined;
+  private readonly closeSource: (() => void) | undefined;
   private closed = false;
 
   private constructor(p: {
-    container: Container;
+    container?: Container;
+    config: KimiLinearConfig;
     net: KimiLinearModel;
     kernels: Kernels;
     threads: number;
@@ -101,9 +112,12 @@ export class Model {
     cache?: ExpertCache;
     files?: StreamFiles;
     readers?: ReaderPool;
+    close?: () => void;
   }) {
     this.container = p.container;
-    this.config = p.container.config;
+    this.kind = p.container ? 'container' : 'checkpoint';
+    this.config = p.config;
+    this.closeSource = p.close;
     this.net = p.net;
     this.kernels = p.kernels;
     this.threads = p.threads;
@@ -114,7 +128,13 @@ export class Model {
     this.readers = p.readers;
   }
 
+  /**
+   * Open a WASTE container directory, or a HuggingFace checkpoint directory (config.json and
+   * safetensors): then every weight is loaded as f32 and the experts are dense — the unquantized
+   * reference that quality is measured against.
+   */
   static async open(dir: string, opts: OpenOptions = {}): Promise<Model> {
+    if (!fs.existsSync(path.join(dir, 'manifest.json')) && fs.existsSync(path.join(dir, 'config.json'))) return Model.openCheckpoint(dir, opts);
     const threads = opts.kernels === 'typescript' ? 1 : (opts.threads ?? cpuCount());
     if (!(Number.isInteger(threads) && threads >= 1 && threads <= 256))
       throw new WasteError('E_ARG', `threads must be an integer in 1..256 (got ${threads})`);
@@ -174,7 +194,7 @@ export class Model {
       const record = container.banks.size ? [...container.banks.values()][0].layout : undefined;
       const net = new KimiLinearModel(cfg, { ...weights, arenas }, kernels, cache, container.quant, record, chunk, maxContext);
       net.lookahead = lookahead;
-      const model = new Model({ container, net, kernels, threads, plan, budget, cache, files, readers });
+      const model = new Model({ container, config: cfg, net, kernels, threads, plan, budget, cache, files, readers, close: () => container.close() });
       // the reserved sessions' state, allocated now so the budget covers it from the start
       for (let i = 0; i < sessions; i++) model.freeStates.push(net.newState(maxContext));
       if (cache && opts.preloadExperts) cache.preloadAll();
@@ -185,6 +205,48 @@ export class Model {
       await readers?.close();
       files?.close();
       container.close();
+      throw e;
+    }
+  }
+
+  private static async openCheckpoint(dir: string, opts: OpenOptions): Promise<Model> {
+    const threads = opts.kernels === 'typescript' ? 1 : (opts.threads ?? cpuCount());
+    const chunk = opts.chunk ?? 16;
+    const maxContext = opts.maxContext ?? 4096;
+    const sessions = opts.sessions ?? 1;
+    const configFile = path.join(dir, 'config.json');
+    let raw: unknown;
+    try {
+      raw = JSON.parse(fs.readFileSync(configFile, 'utf8'));
+    } catch (e) {
+      throw e instanceof SyntaxError ? new WasteError('E_FORMAT', `${configFile}: not valid JSON (${e.message})`) : fromSystemError(configFile, e);
+    }
+    const fields = Fields.root('config.json', raw);
+    const modelType = fields.given('model_type') ? fields.raw('model_type') : 'kimi_linear';
+    if (modelType !== 'kimi_linear') throw new WasteError('E_UNSUPPORTED', `unsupported: config.json model_type ${JSON.stringify(modelType)} (this build runs kimi_linear models)`);
+    const cfg = parseKimiLinearConfig(fields);
+    const st = SafetensorsSet.open(dir);
+    let kernels: Kernels | undefined;
+    try {
+      const source = new CheckpointSource(st);
+      const plan = planFor(cfg, planWeights(source, cfg), 0, undefined, { maxContext, chunk, threads, sessions, arenaBytes: opts.arenaBytes });
+      if (plan.floorBytes > plan.ram.usable)
+        throw new WasteError('E_ARG', `the unquantized reference holds every weight in f32: it needs ${formatSize(plan.floorBytes)}, more than the ${formatSize(plan.ram.usable)} of usable RAM`);
+      const budgetBytes = opts.budget ?? plan.floorBytes;
+      const layout = plan.layout(budgetBytes);
+      const budget = new MemoryBudget(budgetBytes);
+      const arenas = layout.arenas.map((a) => new Arena(a.bytes - ARENA_RESERVED, budget));
+      const of: Arena[] = [];
+      layout.arenas.forEach((a, i) => a.groups.forEach((g) => (of[g] = arenas[i])));
+      const weights = loadWeights(source, cfg, of, arenas);
+      kernels = opts.kernels === 'typescript' ? tsKernels : await WasmKernels.create(threads, arenas, { cfg, chunk });
+      const net = new KimiLinearModel(cfg, { ...weights, arenas }, kernels, undefined, undefined, undefined, chunk, maxContext);
+      const model = new Model({ config: cfg, net, kernels, threads, plan, budget, close: () => st.close() });
+      for (let i = 0; i < sessions; i++) model.freeStates.push(net.newState(maxContext));
+      return model;
+    } catch (e) {
+      if (kernels instanceof WasmKernels) await kernels.close();
+      st.close();
       throw e;
     }
   }
@@ -233,8 +295,9 @@ export class Model {
   }
 
   /** Write the experts the cache holds now to the container's usage.waste, for a warm next open. */
-  saveUsage(file = path.join(this.container.dir, USAGE_FILE)): number {
-    return this.cache ? this.cache.saveUsage(file) : 0;
+  saveUsage(file?: string): number {
+    if (!this.cache || !this.container) return 0;
+    return this.cache.saveUsage(file ?? path.join(this.container.dir, USAGE_FILE));
   }
 
   async close(): Promise<void> {
@@ -248,7 +311,7 @@ export class Model {
     if (this.kernels instanceof WasmKernels) await this.kernels.close();
     await this.readers?.close();
     this.files?.close();
-    this.container.close();
+    this.closeSource?.();
   }
 }
 

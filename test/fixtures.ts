@@ -1,12 +1,16 @@
+import type { CheckpointOptions } from '../src/synth/checkpoint.js';
 import type { SynthOptions } from '../src/synth/synth.js';
 
 /**
- * Containers whose logits the Python reference (tools/reference/kimi_linear_ref.py) computed once;
+ * Containers (and HuggingFace checkpoints, for the unquantized reference path) whose logits the Python reference (tools/reference/kimi_linear_ref.py) computed once;
  * the results are committed under test/golden/. Regenerate with `node dist/tools/make-goldens.js`.
  */
 export interface GoldenCase {
   name: string;
-  synth: SynthOptions;
+  /** A synthetic container… */
+  synth?: SynthOptions;
+  /** …or a synthetic HuggingFace checkpoint, run by the f32 reference path. */
+  checkpoint?: CheckpointOptions;
   ids: number[];
 }
 
@@ -64,5 +68,11 @@ export const GOLDEN_CASES: GoldenCase[] = [
       },
     },
     ids: [10, 500, 3, 256, 77, 1, 2, 3, 4],
+  },
+  {
+    // the checkpoint path: bf16 matrices, f32 small tensors, three shards
+    name: 'checkpoint-sharded',
+    checkpoint: { shape: 'tiny', seed: 4, shards: 3 },
+    ids: [9, 1, 250, 33, 33, 0, 299, 128, 64, 5],
   },
 ];

@@ -5,13 +5,13 @@ import { describe, it } from 'node:test';
 import { Model } from '../src/engine.js';
 import { WasteError } from '../src/util/errors.js';
 import { GOLDEN_CASES } from './fixtures.js';
-import { ROOT, containerDigest, readF32, relErr, sameBits, synth } from './helpers.js';
+import { ROOT, containerDigest, goldenDir, readF32, relErr, sameBits, synth } from './helpers.js';
 
 describe('forward pass against the Python reference (golden files)', () => {
   for (const c of GOLDEN_CASES) {
     for (const kernels of ['wasm', 'typescript'] as const) {
       it(`${c.name}, ${kernels} kernels: every position within 1e-4 of the float64 reference`, async () => {
-        const dir = synth(c.synth, c.name);
+        const dir = goldenDir(c);
         const meta = JSON.parse(fs.readFileSync(path.join(ROOT, 'test', 'golden', `${c.name}.json`), 'utf8'));
         assert.equal(containerDigest(dir), meta.containerSha256, 'the synthetic generator changed; regenerate the goldens (tools/make-goldens.ts)');
         const ref = readF32(path.join(ROOT, 'test', 'golden', `${c.name}.bin`));
@@ -94,7 +94,7 @@ describe('prefill and decode are the same computation', () => {
 
 describe('threads never change a bit', () => {
   // wide enough that the products really are split across threads
-  const dir = synth({ shape: 'tiny', seed: 13, config: GOLDEN_CASES[2].synth.config }, 'threads');
+  const dir = synth({ shape: 'tiny', seed: 13, config: GOLDEN_CASES[2].synth!.config }, 'threads');
   const ids = [1, 500, 22, 3, 300, 45, 6, 7, 88, 9, 10, 111, 12, 13, 140, 15, 16, 17, 180];
 
   it('logits of every position are bit-identical for 1, 2, 3 and 4 threads', async () => {

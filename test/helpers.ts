@@ -3,6 +3,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { type CheckpointOptions, writeSyntheticCheckpoint } from '../src/synth/checkpoint.js';
 import { writeSyntheticContainer, type SynthOptions } from '../src/synth/synth.js';
 
 /** The repository root (tests run from dist/test/). */
@@ -25,6 +26,18 @@ export function synth(opts: SynthOptions = {}, label = 'model'): string {
   const dir = tmpDir(label);
   writeSyntheticContainer(dir, opts);
   return dir;
+}
+
+/** A synthetic HuggingFace checkpoint in a fresh directory. */
+export function checkpoint(opts: CheckpointOptions = {}, label = 'checkpoint'): string {
+  const dir = tmpDir(label);
+  writeSyntheticCheckpoint(dir, opts);
+  return dir;
+}
+
+/** The directory a golden case runs on: its container or its checkpoint, written fresh. */
+export function goldenDir(c: { name: string; synth?: SynthOptions; checkpoint?: CheckpointOptions }): string {
+  return c.checkpoint ? checkpoint(c.checkpoint, c.name) : synth(c.synth, c.name);
 }
 
 /** Copy a container so a test can damage it. */

@@ -98,7 +98,7 @@ export async function benchLayers(opts: { dir?: string; layers?: number; experts
       const moeL = first((l) => l.ffn.kind === 'moe');
       if (moeL && moeL.ffn.kind === 'moe') {
         const f = moeL.ffn;
-        const bank = m.container.banks.get(w.layers.indexOf(moeL))!;
+        const bank = m.container!.banks.get(w.layers.indexOf(moeL))!;
         const shared = f.shared ? stored(f.shared.gate) + stored(f.shared.up) + stored(f.shared.down) : 0;
         phases.push(['moe', stored(f.router) + shared + cfg.moe.topK * (bank.layout.payloadEnd - 48)]);
       }

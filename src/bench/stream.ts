@@ -198,7 +198,7 @@ async function rawReadSeconds(m: Model, keys: number[], threads: number): Promis
         if (busy[slot]) continue;
         const layer = Math.floor(keys[next] / 65536);
         const expert = keys[next] % 65536;
-        const bank = m.container.banks.get(layer)!;
+        const bank = m.container!.banks.get(layer)!;
         pool.enqueue(slot, fds.get(layer)!, expert * bank.stride, arena.id, base + slot * stride, bank.stride);
         busy[slot] = true;
         inFlight++;

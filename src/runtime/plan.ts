@@ -1,4 +1,6 @@
 import type { Container } from '../container/open.js';
+import type { ExpertQuant } from '../container/format.js';
+import type { KimiLinearConfig } from '../model/kimi-linear/config.js';
 import { ARENA_RESERVED, MAX_ARENA_BYTES, WASM_PAGE } from '../memory/arena.js';
 import { aligned } from '../memory/align.js';
 import { KimiLinearModel } from '../model/kimi-linear/forward.js';
@@ -67,19 +69,25 @@ export interface MemoryPlan {
 const ARENA_SLACK = 64 * 1024;
 
 export function planMemory(c: Container, opts: PlanOptions = {}): MemoryPlan {
-  const cfg = c.config;
+  let stride = 0;
+  for (const b of c.banks.values()) stride = Math.max(stride, b.stride);
+  return planFor(c.config, planWeights(new ContainerSource(c), c.config, c.quant), stride, c.quant, opts);
+}
+
+/**
+ * The plan for a model whose trunk groups take `groups` bytes and whose expert records take
+ * `stride` bytes each (0: no streamed experts, e.g. a checkpoint with its experts in the trunk).
+ */
+export function planFor(cfg: KimiLinearConfig, groups: number[], stride: number, q: ExpertQuant | undefined, opts: PlanOptions = {}): MemoryPlan {
   const maxContext = opts.maxContext ?? 4096;
   const chunk = opts.chunk ?? 16;
   const threads = opts.threads ?? 1;
   const sessions = opts.sessions ?? 1;
   const cap = Math.min(opts.arenaBytes ?? MAX_ARENA_BYTES, MAX_ARENA_BYTES);
-  const groups = planWeights(new ContainerSource(c), cfg, c.quant);
   const statePerLayer = KimiLinearState.layerBytes(cfg, maxContext);
   const weighted = groups.map((g, i) => g + (i < cfg.layers ? sessions * statePerLayer[i] : 0));
-  let stride = 0;
-  for (const b of c.banks.values()) stride = Math.max(stride, b.stride);
-  const scratch = aligned(KimiLinearModel.scratchBytes(cfg, chunk, maxContext, c.quant)) + kernelArenaBytes(cfg, chunk, threads) + ARENA_SLACK;
-  const moeLayers = cfg.layerKinds.filter((k) => k.ffn === 'moe').length;
+  const scratch = aligned(KimiLinearModel.scratchBytes(cfg, chunk, maxContext, q)) + kernelArenaBytes(cfg, chunk, threads) + ARENA_SLACK;
+  const moeLayers = stride ? cfg.layerKinds.filter((k) => k.ffn === 'moe').length : 0;
   const wsRecords = moeLayers * cfg.moe.topK;
   const totalExperts = moeLayers * cfg.moe.experts;
 

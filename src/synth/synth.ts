@@ -328,7 +328,7 @@ function writeMatrix(trunk: TrunkWriter, rng: Rng, name: string, fmt: number, sh
   trunk.add(name, fmt, shape, payload, scales, G);
 }
 
-function prepareDir(dir: string, force: boolean): void {
+export function prepareDir(dir: string, force: boolean): void {
   try {
     if (fs.existsSync(dir)) {
       if (!fs.statSync(dir).isDirectory()) throw new WasteError('E_ARG', `${dir} exists and is not a directory`);

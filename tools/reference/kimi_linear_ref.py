@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Independent reference for the Kimi-Linear forward pass (dev only; CI never runs Python).
 
-Reads a WASTE v0 container, dequantizes every tensor -- trunk and experts -- to float64, and runs
+Reads a WASTE v0 container (or a HuggingFace checkpoint: config.json + safetensors), dequantizes
+every tensor -- trunk and experts -- to float64, and runs
 the model over a list of token ids the plain way: experts expanded into weight matrices, MLA with
 per-head keys and values rebuilt from the cached latents (not the absorbed form the engine uses),
 the KDA recurrence token by token. Writes the logits of every position as little-endian float32.
@@ -103,6 +104,46 @@ class Container:
             scale_pos += 2 * M
             mats.append(W.reshape(M, N) * scales.view(M, 1))
         return mats
+
+
+class Checkpoint:
+    """A HuggingFace checkpoint: config.json and safetensors (single or sharded), read directly."""
+
+    def __init__(self, path):
+        self.path = path
+        with open(os.path.join(path, "config.json")) as f:
+            self.cfg = json.load(f)
+        index = os.path.join(path, "model.safetensors.index.json")
+        files = sorted(set(json.load(open(index))["weight_map"].values())) if os.path.exists(index) else ["model.safetensors"]
+        self.where = {}
+        for fn in files:
+            with open(os.path.join(path, fn), "rb") as f:
+                (n,) = struct.unpack("<Q", f.read(8))
+                header = json.loads(f.read(n))
+            for name, meta in header.items():
+                if name != "__metadata__":
+                    self.where[name] = (fn, 8 + n, meta)
+
+    def has(self, name):
+        return name in self.where
+
+    def tensor(self, name):
+        fn, base, meta = self.where[name]
+        b, e = meta["data_offsets"]
+        with open(os.path.join(self.path, fn), "rb") as f:
+            f.seek(base + b)
+            raw = bytearray(f.read(e - b))
+        if meta["dtype"] == "F32":
+            t = torch.frombuffer(raw, dtype=torch.float32)
+        elif meta["dtype"] == "F16":
+            t = torch.frombuffer(raw, dtype=torch.float16)
+        else:
+            t = torch.frombuffer(raw, dtype=torch.int16).to(torch.int32).bitwise_left_shift(16).view(torch.float32)
+        return t.to(torch.float64).reshape(meta["shape"])
+
+    def expert(self, layer, e, hidden, inter):
+        p = f"model.layers.{layer}.block_sparse_moe.experts.{e}."
+        return [self.tensor(p + "w1.weight"), self.tensor(p + "w3.weight"), self.tensor(p + "w2.weight")]
 
 
 def rmsnorm(x, w, eps):
@@ -222,7 +263,8 @@ def main():
     ap.add_argument("--out", required=True, help="float32 logits of every position, row after row")
     args = ap.parse_args()
     ids = [int(i) for i in args.ids.split(",")]
-    logits = forward(Container(args.container), ids)
+    src = Container(args.container) if os.path.exists(os.path.join(args.container, "manifest.json")) else Checkpoint(args.container)
+    logits = forward(src, ids)
     with open(args.out, "wb") as f:
         f.write(logits.to(torch.float32).numpy().tobytes())
 

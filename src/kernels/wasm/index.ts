@@ -223,6 +223,23 @@ export class WasmKernels implements Kernels {
     this.bind(a).ex.moe_combine(this.at(out, a, 'out'), this.at(eo, a, 'eo'), this.at(w, a, 'w'), K, H, shared ? this.at(shared, a, 'shared') : 0);
   }
 
+  /**
+   * Nearest centroid for each of `n` vectors X [n][dim]: the converter's assignment step. CT holds
+   * the centroids transposed [dim][entries], cn their squared norms; ties go to the lower index.
+   * `idx` receives the indices (bytes, or i32), `dist` (optional) the squared distances.
+   */
+  vqNearest(X: Float32Array, CT: Float32Array, cn: Float32Array, entries: number, dim: number, idx: Uint8Array | Int32Array, n: number, dist?: Float32Array): void {
+    const a = this.arenaOfView(X, 'X');
+    const args = [this.at(X, a, 'X'), this.at(CT, a, 'CT'), this.at(cn, a, 'cn'), entries, dim, this.at(idx, a, 'idx'), idx instanceof Uint8Array ? 1 : 0, dist ? this.at(dist, a, 'dist') : 0];
+    this.run('vq_nearest', a, args, n, 64, n * entries * dim);
+  }
+
+  /** dmin[r] = min(dmin[r], ‖X[r] − c‖²) for n vectors (k-means++ seeding). */
+  distUpdate(X: Float32Array, c: Float32Array, dim: number, dmin: Float32Array, n: number): void {
+    const a = this.arenaOfView(X, 'X');
+    this.run('dist_update', a, [this.at(X, a, 'X'), this.at(c, a, 'c'), dim, this.at(dmin, a, 'dmin')], n, 256, n * dim);
+  }
+
   /** Memory read bandwidth probe: sums `rows` rows of `rowBytes` at `off` in `arena` (for the bench). */
   readBandwidth(arena: Arena, off: number, rowBytes: number, rows: number, out: Float32Array): void {
     this.run('read_bw', arena, [off, rowBytes, this.at(out, arena, 'out')], rows, 1, rows * rowBytes);

@@ -38,11 +38,13 @@ export type KernelExports = {
   moe_route: (...a: number[]) => void;
   moe_combine: (...a: number[]) => void;
   read_bw: (...a: number[]) => void;
+  vq_nearest: (...a: number[]) => void;
+  dist_update: (...a: number[]) => void;
   heap_base: () => number;
 };
 
 /** Kernels the pool can split across threads: their last three parameters are (tmp, begin, end). */
-export const PARALLEL_KERNELS = ['mm', 'mvt', 'vq_lut', 'vq_apply', 'kda_step', 'mla_heads', 'read_bw'] as const;
+export const PARALLEL_KERNELS = ['mm', 'mvt', 'vq_lut', 'vq_apply', 'kda_step', 'mla_heads', 'read_bw', 'vq_nearest', 'dist_update'] as const;
 export type ParallelKernel = (typeof PARALLEL_KERNELS)[number];
 
 export function instantiate(module: WebAssembly.Module, memory: WebAssembly.Memory): KernelExports {
