@@ -1,9 +1,8 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import { readCheckpointConfig } from './checkpoint/config.js';
 import { SafetensorsSet } from './checkpoint/safetensors.js';
 import { CheckpointSource } from './model/sources/checkpoint-source.js';
-import { parseKimiLinearConfig } from './model/kimi-linear/config.js';
-import { Fields } from './util/fields.js';
 import { formatSize } from './util/size.js';
 import { type Container, openContainer } from './container/open.js';
 import type { Kernels } from './kernels/types.js';
@@ -21,7 +20,7 @@ import { type CachePolicy, type CacheStats, ExpertCache } from './runtime/cache.
 import { type StreamFiles, openStreamFiles } from './runtime/io.js';
 import { type MemoryPlan, planFor, planMemory } from './runtime/plan.js';
 import { ReaderPool } from './runtime/readers.js';
-import { WasteError, fromSystemError } from './util/errors.js';
+import { WasteError } from './util/errors.js';
 
 export interface OpenOptions {
   /** RAM ceiling in bytes for everything the engine allocates (default: the plan's default budget). */
@@ -214,17 +213,7 @@ export class Model {
     const chunk = opts.chunk ?? 16;
     const maxContext = opts.maxContext ?? 4096;
     const sessions = opts.sessions ?? 1;
-    const configFile = path.join(dir, 'config.json');
-    let raw: unknown;
-    try {
-      raw = JSON.parse(fs.readFileSync(configFile, 'utf8'));
-    } catch (e) {
-      throw e instanceof SyntaxError ? new WasteError('E_FORMAT', `${configFile}: not valid JSON (${e.message})`) : fromSystemError(configFile, e);
-    }
-    const fields = Fields.root('config.json', raw);
-    const modelType = fields.given('model_type') ? fields.raw('model_type') : 'kimi_linear';
-    if (modelType !== 'kimi_linear') throw new WasteError('E_UNSUPPORTED', `unsupported: config.json model_type ${JSON.stringify(modelType)} (this build runs kimi_linear models)`);
-    const cfg = parseKimiLinearConfig(fields);
+    const { cfg } = readCheckpointConfig(dir);
     const st = SafetensorsSet.open(dir);
     let kernels: Kernels | undefined;
     try {

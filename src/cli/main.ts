@@ -1,6 +1,7 @@
 import { Command, CommanderError } from 'commander';
 import { WasteError } from '../util/errors.js';
 import { registerBench } from './commands/bench.js';
+import { registerConvert } from './commands/convert.js';
 import { registerInfo } from './commands/info.js';
 import { registerLogits } from './commands/logits.js';
 import { registerPlan } from './commands/plan.js';
@@ -20,6 +21,7 @@ export async function main(argv: string[]): Promise<number> {
   registerLogits(program);
   registerPlan(program);
   registerVerify(program);
+  registerConvert(program);
   registerSynth(program);
   registerBench(program);
   try {

@@ -6,18 +6,24 @@ export class Progress {
   private readonly start = Date.now();
   private lastDraw = 0;
   private readonly tty: boolean;
+  /** Work already done when this run began (a resumed job): the rate counts only this run's. */
+  private base: number | undefined;
+  /** What is being worked on now, shown after the numbers. */
+  note = '';
 
   constructor(
     private readonly label: string,
     public total: number,
     private readonly quiet = false,
     private readonly stream: NodeJS.WriteStream = process.stderr,
+    private readonly format: (n: number) => string = String,
   ) {
     this.tty = Boolean(stream.isTTY);
   }
 
   update(done: number): void {
     if (this.quiet) return;
+    this.base ??= done;
     const now = Date.now();
     const interval = this.tty ? 100 : 5000;
     if (now - this.lastDraw < interval && done < this.total) return;
@@ -26,9 +32,10 @@ export class Progress {
     this.lastDraw = now;
     const frac = this.total > 0 ? Math.min(1, done / this.total) : 1;
     const elapsed = (now - this.start) / 1000;
-    const eta = frac > 0 && frac < 1 ? (elapsed / frac) * (1 - frac) : 0;
+    const rate = elapsed > 0 ? (done - this.base) / elapsed : 0;
+    const eta = rate > 0 && frac < 1 ? (this.total - done) / rate : 0;
     const pct = (100 * frac).toFixed(1).padStart(5);
-    const tail = `${done}/${this.total}  ${fmtSeconds(elapsed)} elapsed${eta ? `, ${fmtSeconds(eta)} left` : ''}`;
+    const tail = `${this.format(done)}/${this.format(this.total)}  ${fmtSeconds(elapsed)} elapsed${eta ? `, ${fmtSeconds(eta)} left` : ''}${this.note ? `  ${this.note}` : ''}`;
     if (this.tty) {
       const width = 24;
       const fill = Math.round(frac * width);

@@ -57,18 +57,34 @@ export class TrunkWriter {
    * for Q8G/Q4G, `scales` (f16 bits, [rows][groups]).
    */
   add(name: string, fmt: number, shape: number[], payload: Uint8Array, scales?: Uint16Array, group = 128): void {
-    const cols = shape[shape.length - 1];
-    const rows = shape.reduce((a, b) => a * b, 1) / cols;
+    this.addRows(name, fmt, shape, [{ payload, scales }], group);
+  }
+
+  /**
+   * Write a tensor produced a few rows at a time (a large embedding table is never whole in
+   * memory): each chunk's payload is written as it comes, the scales follow the last one.
+   */
+  addRows(name: string, fmt: number, shape: number[], chunks: Iterable<{ payload: Uint8Array; scales?: Uint16Array }>, group = 128): void {
+    const cols = shape.length ? shape[shape.length - 1] : 1;
+    const rows = cols ? shape.reduce((a, b) => a * b, 1) / cols : 0;
     const s = storedSizes(fmt, rows, cols, group);
-    if (payload.length !== s.payload || (s.scaleBytes && (!scales || scales.length * 2 !== s.scaleBytes)))
-      throw new Error(`TrunkWriter.add(${name}): payload or scales do not match the shape`);
     const off = this.pos;
-    this.write(payload);
+    const scales: Uint16Array[] = [];
+    let scaleBytes = 0;
+    for (const c of chunks) {
+      this.write(c.payload);
+      if (c.scales) {
+        scales.push(c.scales);
+        scaleBytes += c.scales.byteLength;
+      }
+    }
+    if (this.pos - off !== s.payload || scaleBytes !== s.scaleBytes)
+      throw new Error(`TrunkWriter: ${name}'s payload or scales do not match its shape [${shape}]`);
     const entry: TrunkIndexEntry = { name, fmt, off, shape, bytes: s.payload + s.scaleBytes };
     if (fmt === Fmt.Q8G || fmt === Fmt.Q4G) {
       entry.group = group;
       entry.scale_off = this.pos;
-      this.write(new Uint8Array(scales!.buffer, scales!.byteOffset, scales!.byteLength));
+      for (const sc of scales) this.write(new Uint8Array(sc.buffer, sc.byteOffset, sc.byteLength));
     }
     this.index.push(entry);
   }
@@ -77,10 +93,19 @@ export class TrunkWriter {
     fs.fsyncSync(this.fd);
     fs.closeSync(this.fd);
   }
+
+  /** Close without syncing, after a failure (the caller discards the file). */
+  abandon(): void {
+    try {
+      fs.closeSync(this.fd);
+    } catch {
+      /* already closed */
+    }
+  }
 }
 
-/** codebooks.bin: `books` is [count][entries][vecDim] of f16 bits. */
-export function encodeCodebooks(books: Uint16Array, count: number, q: ExpertQuant): Uint8Array {
+/** WCBK records numbered from `firstId`: `books` is [count][entries][vecDim] of f16 bits. */
+export function encodeCodebooks(books: Uint16Array, count: number, q: ExpertQuant, firstId = 0): Uint8Array {
   const per = q.entries * q.vecDim;
   const rec = CODEBOOK_HEADER_BYTES + per * 2;
   const out = new Uint8Array(count * rec);
@@ -88,7 +113,7 @@ export function encodeCodebooks(books: Uint16Array, count: number, q: ExpertQuan
   for (let b = 0; b < count; b++) {
     const base = b * rec;
     dv.setUint32(base, MAGIC_CODEBOOK, true);
-    dv.setUint16(base + 4, b & 0xffff, true);
+    dv.setUint16(base + 4, (firstId + b) & 0xffff, true);
     dv.setUint8(base + 6, Fmt.VQ3R); // written as VQ3R whatever the expert format, as the C converter does
     dv.setUint8(base + 7, q.vecDim);
     dv.setUint32(base + 8, q.entries, true);

@@ -1,5 +1,6 @@
 import { Fmt } from '../container/format.js';
 import { storedSizes } from '../container/tensor.js';
+import { WasteError } from '../util/errors.js';
 import { decodeF16, encodeF16 } from '../util/f16.js';
 
 /**
@@ -7,7 +8,14 @@ import { decodeF16, encodeF16 } from '../util/f16.js';
  * scale per group (absmax/127 or absmax/7, rounded to f16 first, so the values are quantized
  * against the scale the reader will use), rows padded with zeros to whole groups.
  */
-export function quantizeRows(fmt: typeof Fmt.Q8G | typeof Fmt.Q4G, x: Float32Array, rows: number, cols: number, group = 128): { payload: Uint8Array; scales: Uint16Array } {
+export function quantizeRows(
+  fmt: typeof Fmt.Q8G | typeof Fmt.Q4G,
+  x: Float32Array,
+  rows: number,
+  cols: number,
+  group = 128,
+  what = 'a tensor',
+): { payload: Uint8Array; scales: Uint16Array } {
   const s = storedSizes(fmt, rows, cols, group);
   const payload = new Uint8Array(s.payload);
   const scales = new Uint16Array(rows * s.groups);
@@ -20,8 +28,15 @@ export function quantizeRows(fmt: typeof Fmt.Q8G | typeof Fmt.Q4G, x: Float32Arr
       const c0 = g * group;
       const c1 = Math.min(cols, c0 + group);
       let amax = 0;
-      for (let c = c0; c < c1; c++) amax = Math.max(amax, Math.abs(x[row + c]));
+      for (let c = c0; c < c1; c++) {
+        const v = Math.abs(x[row + c]);
+        if (!(v <= amax)) {
+          if (!Number.isFinite(v)) throw new WasteError('E_FORMAT', `${what} holds a non-finite value at row ${r}, column ${c}`);
+          amax = v;
+        }
+      }
       const h = encodeF16(amax / qmax);
+      if (!Number.isFinite(decodeF16(h))) throw new WasteError('E_UNSUPPORTED', `${what}: row ${r} holds ${amax}, too large for an f16 group scale`);
       scales[r * s.groups + g] = h;
       const scale = decodeF16(h);
       for (let c = c0; c < c0 + group; c++) {

@@ -1,6 +1,7 @@
 import type { ExpertQuant } from '../container/format.js';
 import type { WasmKernels } from '../kernels/wasm/index.js';
 import type { Arena } from '../memory/arena.js';
+import { WasteError } from '../util/errors.js';
 import { decodeF16, encodeF16 } from '../util/f16.js';
 import type { Rng } from '../util/prng.js';
 
@@ -18,10 +19,12 @@ export interface VqWorkspace {
   /** Transposed centroids [dim][entries] and their squared norms, for one stage at a time. */
   CT: Float32Array;
   cn: Float32Array;
+  /** One centroid, for the k-means++ distance update. */
+  c: Float32Array;
 }
 
 export function vqWorkspace(k: WasmKernels, arena: Arena, q: ExpertQuant): VqWorkspace {
-  return { k, arena, q, CT: arena.allocF32(q.vecDim * q.entries), cn: arena.allocF32(q.entries) };
+  return { k, arena, q, CT: arena.allocF32(q.vecDim * q.entries), cn: arena.allocF32(q.entries), c: arena.allocF32(q.vecDim) };
 }
 
 /** Load one stage's centroids (entry-major [entries][dim]) into the workspace's transposed form. */
@@ -69,7 +72,7 @@ export function trainResidual(ws: VqWorkspace, X: Float32Array, n: number, rng: 
 function seedPlusPlus(ws: VqWorkspace, X: Float32Array, n: number, rng: Rng, dmin: Float32Array): Float32Array {
   const { entries, vecDim: D } = ws.q;
   const C = new Float32Array(entries * D);
-  const c = ws.arena.allocF32(D);
+  const c = ws.c;
   dmin.fill(Infinity, 0, n);
   let pick = Math.min(n - 1, Math.floor(rng.float() * n));
   for (let e = 0; e < entries; e++) {
@@ -139,14 +142,15 @@ export function encodeResidual(ws: VqWorkspace, X: Float32Array, n: number, book
  * Rows of W [rows][cols] scaled by their absmax (rounded to f16, as stored) into X, as vectors of
  * dim floats. Returns the f16 scales.
  */
-export function normalizeRows(W: Float32Array, rows: number, cols: number, X: Float32Array): Uint16Array {
+export function normalizeRows(W: Float32Array, rows: number, cols: number, X: Float32Array, what = 'a matrix'): Uint16Array {
   const scales = new Uint16Array(rows);
   for (let r = 0; r < rows; r++) {
     let amax = 0;
     for (let c = 0; c < cols; c++) amax = Math.max(amax, Math.abs(W[r * cols + c]));
     const h = encodeF16(amax);
-    scales[r] = h;
     const s = decodeF16(h);
+    if (!Number.isFinite(s)) throw new WasteError('E_UNSUPPORTED', `${what}: row ${r} holds ${amax}, too large for an f16 row scale`);
+    scales[r] = h;
     const inv = s > 0 ? 1 / s : 0;
     for (let c = 0; c < cols; c++) X[r * cols + c] = W[r * cols + c] * inv;
   }

@@ -71,6 +71,21 @@ export class Rng {
   }
 }
 
+/**
+ * A seed for an independent stream, derived from a base seed and a path of integers (e.g. seed,
+ * layer, matrix kind), so a unit of work draws the same numbers whatever ran before it.
+ */
+export function deriveSeed(...parts: number[]): number {
+  let h = 0x811c9dc5;
+  for (const p of parts) {
+    h = Math.imul(h ^ (p >>> 0), 0x01000193) >>> 0;
+    h = Math.imul(h ^ (h >>> 15), 0x2c1b3c6d) >>> 0;
+    h = Math.imul(h ^ (h >>> 12), 0x297a2d39) >>> 0;
+    h = (h ^ (h >>> 15)) >>> 0;
+  }
+  return h;
+}
+
 function rotl(x: number, k: number): number {
   return ((x << k) | (x >>> (32 - k))) >>> 0;
 }

@@ -61,7 +61,7 @@ export class KernelPool {
   private closed = false;
 
   private constructor(
-    private readonly module: WebAssembly.Module,
+    module: WebAssembly.Module,
     threads: number,
     arenas: Arena[],
   ) {

@@ -1,0 +1,234 @@
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { readCheckpointConfig } from '../checkpoint/config.js';
+import { SafetensorsSet } from '../checkpoint/safetensors.js';
+import { writeFileAtomic } from '../container/write.js';
+import { WasmKernels } from '../kernels/wasm/index.js';
+import { cpuCount } from '../kernels/wasm/pool.js';
+import { Arena } from '../memory/arena.js';
+import { planWeights } from '../model/kimi-linear/weights.js';
+import { CheckpointSource } from '../model/sources/checkpoint-source.js';
+import { WasteError, fromSystemError } from '../util/errors.js';
+import { formatSize } from '../util/size.js';
+import { ExpertEncoder } from './experts.js';
+import { Job, STATE_FILE } from './job.js';
+import { type ConvertPlan, type ConvertSettings, DEFAULT_SETTINGS, planConversion } from './plan.js';
+import { copyTokenizerFiles } from './tokenizer-files.js';
+import { writeTrunk } from './trunk.js';
+
+export interface ConvertOptions extends Partial<ConvertSettings> {
+  /** Threads for the k-means and encoding kernels (default: every core). */
+  threads?: number;
+  /** Replace an existing container at the output path (it stays intact until the new one is published). */
+  force?: boolean;
+  /** Source bytes converted so far, out of the total; `what` names the unit at work. */
+  onProgress?: (done: number, total: number, what: string) => void;
+  /** Notes for the user (resuming, starting over, files copied). */
+  log?: (line: string) => void;
+  /** Free bytes on the file system holding `dir` (default: statfs). */
+  freeSpace?: (dir: string) => number;
+}
+
+export interface ConvertResult {
+  out: string;
+  plan: ConvertPlan;
+  /** True when an earlier, interrupted run's finished units were reused. */
+  resumed: boolean;
+  /** Source bytes converted by this run (excluding reused units) and the seconds it took. */
+  convertedBytes: number;
+  seconds: number;
+}
+
+/** Room kept free beyond what the container needs: the small files, and the file system's own margin. */
+const DISK_MARGIN = 64 << 20;
+
+/**
+ * Convert a HuggingFace Kimi-Linear checkpoint into a WASTE v0 container: the trunk in Q4G (the
+ * embedding and head in Q8G; small tensors in F32), every routed expert in VQ3R with per-layer
+ * codebooks, the tokenizer and chat template alongside. The work happens in `OUT.partial/`, unit by
+ * unit, and is published by one rename when complete.
+ */
+export async function convert(src: string, out: string, opts: ConvertOptions = {}): Promise<ConvertResult> {
+  const t0 = performance.now();
+  const log = opts.log ?? (() => {});
+  const settings = checkSettings({ ...DEFAULT_SETTINGS, ...definedOnly(opts) });
+  const threads = opts.threads ?? cpuCount();
+  if (!(Number.isInteger(threads) && threads >= 1 && threads <= 256)) throw new WasteError('E_ARG', `threads must be an integer in 1..256 (got ${threads})`);
+  src = path.resolve(src);
+  out = path.resolve(out);
+  if (out === src || src.startsWith(out + path.sep)) throw new WasteError('E_ARG', `the container cannot be written over its own source (${out})`);
+  checkOutput(out, opts.force ?? false);
+
+  const { raw, cfg } = readCheckpointConfig(src);
+  const st = SafetensorsSet.open(src);
+  let kernels: WasmKernels | undefined;
+  let job: Job | undefined;
+  try {
+    // every tensor the model needs, at the shape the config implies, before any work
+    planWeights(new CheckpointSource(st), cfg);
+    const plan = planConversion(src, st, cfg, settings);
+    job = Job.open(`${out}.partial`, plan.identity, settings, log);
+    const { state } = job;
+    const dir = job.dir;
+    const layersDone = new Set(state.layers);
+    if (job.resumed)
+      log(`resuming ${dir}: trunk ${state.trunk ? 'done' : 'to do'}, ${layersDone.size} of ${plan.layers.length} MoE layers done`);
+
+    const remaining =
+      (state.trunk ? 0 : plan.trunkBytes) +
+      plan.layers.reduce((a, l) => a + (layersDone.has(l.layer) ? 0 : l.bankBytes + l.booksBytes), 0) +
+      (state.codebooks ? 0 : plan.layers.reduce((a, l) => a + l.booksBytes, 0));
+    const free = (opts.freeSpace ?? freeBytes)(dir);
+    if (free < remaining + DISK_MARGIN)
+      throw new WasteError('E_IO', `not enough disk space in ${path.dirname(dir)}: the container needs ${formatSize(remaining + DISK_MARGIN)} more, ${formatSize(free)} is free`);
+
+    const total = plan.sourceBytes;
+    let done = (state.trunk ? plan.trunk.reduce((a, t) => a + t.sourceBytes, 0) : 0) + plan.layers.reduce((a, l) => a + (layersDone.has(l.layer) ? l.sourceBytes : 0), 0);
+    const startDone = done;
+    const tick = (what: string) => (bytes: number) => {
+      done += bytes;
+      opts.onProgress?.(done, total, what);
+    };
+    opts.onProgress?.(done, total, 'starting');
+
+    if (!state.trunk) {
+      const tmp = path.join(dir, 'trunk.bin.tmp');
+      const index = writeTrunk(st, plan.trunk, tmp, tick('trunk'));
+      rename(tmp, path.join(dir, 'trunk.bin'));
+      state.trunk = index;
+      job.save();
+    }
+
+    const todo = plan.layers.filter((l) => !layersDone.has(l.layer));
+    if (todo.length && !state.codebooks) {
+      const arena = new Arena(0);
+      kernels = await WasmKernels.create(threads, [arena]);
+      const encoder = new ExpertEncoder(kernels, arena, st, plan.q, plan.layout, settings);
+      for (const l of todo) {
+        const bank = path.join(dir, `experts-L${l.layer}.bin`);
+        const books = encoder.convertLayer(l, `${bank}.tmp`, tick(`layer ${l.layer}`));
+        writeFileAtomic(partFile(dir, l.layer), books);
+        rename(`${bank}.tmp`, bank);
+        state.layers = [...state.layers, l.layer].sort((a, b) => a - b);
+        job.save();
+      }
+    }
+
+    if (plan.layers.length && !state.codebooks) {
+      const parts = plan.layers.map((l) => readFile(partFile(dir, l.layer)));
+      writeFileAtomic(path.join(dir, 'codebooks.bin'), Buffer.concat(parts));
+      state.codebooks = true;
+      job.save();
+    }
+
+    const small = copyTokenizerFiles(src, dir);
+    if (!small.includes('tokenizer.model') && !small.includes('tokenizer.json'))
+      log(`note: ${src} has no tiktoken.model, tokenizer.model or tokenizer.json; the container can run token ids but not text`);
+    const manifest = {
+      format_version: 0,
+      arch: 'kimi-linear',
+      tensor_prefix: '',
+      config: raw,
+      expert_quant: {
+        fmt: plan.q.name,
+        stages: plan.q.stages,
+        vec_dim: plan.q.vecDim,
+        entries: plan.q.entries,
+        index_block: plan.q.indexBlock,
+        index_bits: plan.q.indexBits,
+        bits_per_weight: (plan.q.stages * plan.q.indexBits) / plan.q.vecDim,
+      },
+      layers: Object.fromEntries(
+        plan.layers.map((l) => [String(l.layer), { file: `experts-L${l.layer}.bin`, experts: l.experts, bytes: l.bankBytes, codebook_base: l.codebookBase }]),
+      ),
+      trunk: state.trunk,
+    };
+    writeFileAtomic(path.join(dir, 'manifest.json'), JSON.stringify(manifest, null, 1) + '\n');
+    const keep = new Set(['manifest.json', STATE_FILE, 'trunk.bin', ...small, ...plan.layers.map((l) => `experts-L${l.layer}.bin`)]);
+    if (plan.layers.length) keep.add('codebooks.bin');
+    job.prune(keep);
+    job.unlock();
+    publish(dir, out);
+    return { out, plan, resumed: job.resumed, convertedBytes: done - startDone, seconds: (performance.now() - t0) / 1000 };
+  } finally {
+    job?.unlock();
+    st.close();
+    await kernels?.close();
+  }
+}
+
+function definedOnly(o: ConvertOptions): Partial<ConvertSettings> {
+  const r: Partial<ConvertSettings> = {};
+  for (const k of Object.keys(DEFAULT_SETTINGS) as (keyof ConvertSettings)[]) if (o[k] !== undefined) (r as Record<string, unknown>)[k] = o[k];
+  return r;
+}
+
+function checkSettings(s: ConvertSettings): ConvertSettings {
+  const int = (v: number, lo: number, hi: number, what: string) => {
+    if (!(Number.isInteger(v) && v >= lo && v <= hi)) throw new WasteError('E_ARG', `${what} must be an integer in ${lo}..${hi} (got ${v})`);
+  };
+  if (s.trunkBits !== 4 && s.trunkBits !== 8) throw new WasteError('E_ARG', `trunk bits must be 4 or 8 (got ${s.trunkBits})`);
+  int(s.seed, 0, 2 ** 32 - 1, 'the seed');
+  int(s.iters, 0, 1000, 'iterations');
+  int(s.cbSample, 1, 65536, 'the codebook sample (experts)');
+  int(s.trainVectors, 256, 100_000_000, 'training vectors');
+  return s;
+}
+
+/** The output must be free (or replaceable with force) before hours of work start. */
+function checkOutput(out: string, force: boolean): void {
+  if (!fs.existsSync(out)) return;
+  let st: fs.Stats;
+  try {
+    st = fs.statSync(out);
+  } catch (e) {
+    throw fromSystemError(out, e);
+  }
+  if (!st.isDirectory()) throw new WasteError('E_ARG', `${out} exists and is not a directory`);
+  if (fs.readdirSync(out).length && !force) throw new WasteError('E_ARG', `${out} already exists (use --force to replace it)`);
+}
+
+/**
+ * Make the finished container visible at `out` in one rename. An old container there (with
+ * --force) is moved aside first and removed after: at every moment `out` is either absent, the
+ * old container or the new one — never a mixture.
+ */
+function publish(dir: string, out: string): void {
+  let aside: string | undefined;
+  try {
+    if (fs.existsSync(out) && fs.readdirSync(out).length) {
+      aside = `${out}.replaced-${process.pid}`;
+      fs.renameSync(out, aside);
+    } else if (fs.existsSync(out)) fs.rmdirSync(out);
+    fs.renameSync(dir, out);
+  } catch (e) {
+    if (aside && !fs.existsSync(out)) fs.renameSync(aside, out);
+    throw fromSystemError(out, e);
+  }
+  if (aside) fs.rmSync(aside, { recursive: true, force: true });
+}
+
+function partFile(dir: string, layer: number): string {
+  return path.join(dir, `codebooks-L${layer}.part`);
+}
+
+function rename(from: string, to: string): void {
+  try {
+    fs.renameSync(from, to);
+  } catch (e) {
+    throw fromSystemError(to, e);
+  }
+}
+
+function readFile(file: string): Buffer {
+  try {
+    return fs.readFileSync(file);
+  } catch (e) {
+    throw fromSystemError(file, e);
+  }
+}
+
+function freeBytes(dir: string): number {
+  const s = fs.statfsSync(dir);
+  return s.bavail * s.bsize;
+}

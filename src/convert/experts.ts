@@ -1,0 +1,134 @@
+import * as fs from 'node:fs';
+import type { SafetensorsSet } from '../checkpoint/safetensors.js';
+import type { ExpertQuant, RecordLayout } from '../container/format.js';
+import { encodeCodebooks, encodeExpertRecord } from '../container/write.js';
+import type { WasmKernels } from '../kernels/wasm/index.js';
+import type { Arena } from '../memory/arena.js';
+import { type VqWorkspace, encodeResidual, normalizeRows, trainResidual, vqWorkspace } from '../quant/vq.js';
+import { WasteError, fromSystemError } from '../util/errors.js';
+import { encodeF16 } from '../util/f16.js';
+import { Rng, deriveSeed } from '../util/prng.js';
+import { type ConvertSettings, type LayerPlan, expertTensor } from './plan.js';
+
+/**
+ * One MoE layer of the conversion: train its codebooks (per matrix kind, residual k-means on
+ * vectors sampled from a spread of experts), then encode every expert against them into 4 KiB
+ * records. Buffers are allocated once and reused layer after layer; the nearest-centroid searches
+ * run in the WebAssembly kernels over the worker pool.
+ */
+export class ExpertEncoder {
+  private readonly ws: VqWorkspace;
+  /** Training sample [trainVectors][dim] and its per-vector scratch. */
+  private readonly sample: Float32Array;
+  private readonly idx: Int32Array;
+  private readonly dist: Float32Array;
+  /** One matrix, row-normalized, as vectors; and its codes for one stage. */
+  private readonly vectors: Float32Array;
+  private readonly stageCodes: Uint8Array;
+  /** Host-side: the source matrix, each matrix's codes and row scales, the record. */
+  private readonly W: Float32Array;
+  private readonly codes: [Uint8Array, Uint8Array, Uint8Array];
+  private readonly record: Uint8Array;
+
+  constructor(
+    kernels: WasmKernels,
+    arena: Arena,
+    private readonly st: SafetensorsSet,
+    private readonly q: ExpertQuant,
+    private readonly layout: RecordLayout,
+    private readonly settings: ConvertSettings,
+  ) {
+    this.ws = vqWorkspace(kernels, arena, q);
+    const n = settings.trainVectors;
+    this.sample = arena.allocF32(n * q.vecDim);
+    this.idx = arena.i32(arena.alloc(n * 4, 64), n);
+    this.dist = arena.allocF32(n);
+    const most = Math.max(...layout.shapes.map((s) => (s.rows * s.cols) / q.vecDim));
+    this.vectors = arena.allocF32(most * q.vecDim);
+    this.stageCodes = arena.u8(arena.alloc(most, 64), most);
+    this.W = new Float32Array(most * q.vecDim);
+    this.codes = layout.shapes.map((s) => new Uint8Array((s.rows * s.cols * q.stages) / q.vecDim)) as [Uint8Array, Uint8Array, Uint8Array];
+    this.record = new Uint8Array(layout.recordBytes);
+  }
+
+  /**
+   * Convert layer `plan.layer`: the bank goes to `bankFile`, its codebooks (WCBK records numbered
+   * from the layer's base) are returned. `onExpert` is told the source bytes each expert consumed.
+   */
+  convertLayer(plan: LayerPlan, bankFile: string, onExpert: (sourceBytes: number) => void): Uint8Array {
+    const books = ([0, 1, 2] as const).map((kind) => this.train(plan, kind));
+    const bits = new Uint16Array(books.length * this.q.stages * this.q.entries * this.q.vecDim);
+    let o = 0;
+    for (const stages of books) for (const C of stages) for (let i = 0; i < C.length; i++) bits[o++] = encodeF16(C[i]);
+
+    let fd: number;
+    try {
+      fd = fs.openSync(bankFile, 'w');
+    } catch (e) {
+      throw fromSystemError(bankFile, e);
+    }
+    try {
+      for (let e = 0; e < plan.experts; e++) {
+        let bytes = 0;
+        const scales = ([0, 1, 2] as const).map((kind) => {
+          const { rows, cols } = this.layout.shapes[kind];
+          const name = expertTensor(plan.layer, e, kind);
+          bytes += this.st.info(name).bytes;
+          this.read(name, rows, cols);
+          const s = normalizeRows(this.W, rows, cols, this.vectors, `the checkpoint's ${name}`);
+          encodeResidual(this.ws, this.vectors, (rows * cols) / this.q.vecDim, books[kind], this.stageCodes, this.codes[kind]);
+          return s;
+        }) as [Uint16Array, Uint16Array, Uint16Array];
+        const rec = encodeExpertRecord(plan.layer, e, plan.codebookBase, this.layout, this.q, this.codes, scales, this.record);
+        let done = 0;
+        const pos = e * this.layout.recordBytes;
+        while (done < rec.length) done += fs.writeSync(fd, rec, done, rec.length - done, pos + done);
+        onExpert(bytes);
+      }
+      fs.fsyncSync(fd);
+    } catch (err) {
+      throw fromSystemError(bankFile, err);
+    } finally {
+      fs.closeSync(fd);
+    }
+    return encodeCodebooks(bits, books.length * this.q.stages, this.q, plan.codebookBase);
+  }
+
+  /**
+   * One matrix kind's codebooks. Vectors come from `cbSample` experts spread evenly over the layer,
+   * the same number from each, drawn without replacement by a generator seeded from (seed, layer,
+   * kind): a resumed layer draws exactly what an uninterrupted run drew.
+   */
+  private train(plan: LayerPlan, kind: 0 | 1 | 2): Float32Array[] {
+    const { vecDim: D } = this.q;
+    const { rows, cols } = this.layout.shapes[kind];
+    const rng = new Rng(deriveSeed(this.settings.seed, plan.layer, kind));
+    const picks = Math.min(this.settings.cbSample, plan.experts);
+    const per = Math.max(1, Math.floor(this.settings.trainVectors / picks));
+    const nvec = (rows * cols) / D;
+    const order = new Int32Array(nvec);
+    let n = 0;
+    for (let j = 0; j < picks; j++) {
+      const e = Math.floor((j * plan.experts) / picks);
+      this.read(expertTensor(plan.layer, e, kind), rows, cols);
+      normalizeRows(this.W, rows, cols, this.vectors);
+      for (let i = 0; i < nvec; i++) order[i] = i;
+      const take = Math.min(per, nvec, this.settings.trainVectors - n);
+      for (let i = 0; i < take; i++) {
+        const k = i + rng.int(nvec - i);
+        const v = order[k];
+        order[k] = order[i];
+        order[i] = v;
+        this.sample.set(this.vectors.subarray(v * D, (v + 1) * D), (n + i) * D);
+      }
+      n += take;
+    }
+    return trainResidual(this.ws, this.sample, n, rng, this.settings.iters, { idx: this.idx, dist: this.dist });
+  }
+
+  private read(name: string, rows: number, cols: number): void {
+    const W = this.W.subarray(0, rows * cols);
+    this.st.readRows(name, 0, rows, W);
+    for (let i = 0; i < W.length; i++) if (!Number.isFinite(W[i])) throw new WasteError('E_FORMAT', `the checkpoint's ${name} holds a non-finite value at index ${i}`);
+  }
+}

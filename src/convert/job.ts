@@ -1,0 +1,130 @@
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import type { TrunkIndexEntry } from '../container/write.js';
+import { writeFileAtomic } from '../container/write.js';
+import { WasteError, fromSystemError } from '../util/errors.js';
+import { isObject } from '../util/fields.js';
+import { CONVERTER_VERSION, type ConvertSettings } from './plan.js';
+
+/**
+ * A conversion in progress lives in `OUT.partial/`, with `convert.json` recording which units
+ * (the trunk, each MoE layer, the merged codebooks) are finished. A unit's files are complete and
+ * renamed into place before the record says so, so a run killed at any moment resumes from the
+ * last finished unit; a run with other input or settings starts over. The record stays in the
+ * published container as its provenance, in a form that does not depend on how often the job
+ * was interrupted.
+ */
+export const STATE_FILE = 'convert.json';
+const LOCK_FILE = 'convert.lock';
+
+export interface JobState {
+  converter: number;
+  identity: string;
+  settings: ConvertSettings;
+  trunk: TrunkIndexEntry[] | null;
+  /** MoE layers whose bank and codebook part are finished. */
+  layers: number[];
+  /** codebooks.bin is written (the per-layer parts may be gone). */
+  codebooks: boolean;
+}
+
+export class Job {
+  private locked = false;
+
+  private constructor(
+    readonly dir: string,
+    readonly state: JobState,
+    readonly resumed: boolean,
+  ) {}
+
+  /**
+   * Open (or start) the partial conversion in `dir` for this identity. A partial directory with a
+   * different identity, or without a readable record, is emptied first; `log` says so.
+   */
+  static open(dir: string, identity: string, settings: ConvertSettings, log: (line: string) => void): Job {
+    let prev: JobState | undefined;
+    try {
+      if (fs.existsSync(dir)) {
+        if (!fs.statSync(dir).isDirectory()) throw new WasteError('E_ARG', `${dir} exists and is not a directory; remove it`);
+        prev = readState(path.join(dir, STATE_FILE));
+      } else fs.mkdirSync(dir, { recursive: true });
+    } catch (e) {
+      throw fromSystemError(dir, e);
+    }
+    const job = prev && prev.identity === identity ? new Job(dir, prev, true) : new Job(dir, fresh(identity, settings), false);
+    job.lock();
+    if (!job.resumed) {
+      const stale = fs.readdirSync(dir).filter((f) => f !== LOCK_FILE);
+      if (stale.length) {
+        log(`${dir} holds an earlier conversion of other input or settings; starting over`);
+        for (const f of stale) fs.rmSync(path.join(dir, f), { recursive: true, force: true });
+      }
+      job.save();
+    }
+    return job;
+  }
+
+  /** Record progress: atomically, so the record is always one whole version. */
+  save(): void {
+    writeFileAtomic(path.join(this.dir, STATE_FILE), JSON.stringify(this.state, null, 1) + '\n');
+  }
+
+  /**
+   * One conversion per partial directory at a time: a second one would interleave writes. A lock
+   * left by a process that no longer runs is taken over.
+   */
+  private lock(): void {
+    const file = path.join(this.dir, LOCK_FILE);
+    for (let attempt = 0; attempt < 2; attempt++) {
+      try {
+        fs.writeFileSync(file, String(process.pid), { flag: 'wx' });
+        this.locked = true;
+        return;
+      } catch (e) {
+        if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw fromSystemError(file, e);
+      }
+      const pid = Number(fs.readFileSync(file, 'utf8').trim());
+      if (Number.isInteger(pid) && pid > 0 && pid !== process.pid && alive(pid))
+        throw new WasteError('E_STATE', `another conversion (process ${pid}) is writing ${this.dir}; wait for it or stop it`);
+      fs.rmSync(file, { force: true });
+    }
+    throw new WasteError('E_STATE', `could not lock ${this.dir}`);
+  }
+
+  unlock(): void {
+    if (!this.locked) return;
+    this.locked = false;
+    fs.rmSync(path.join(this.dir, LOCK_FILE), { force: true });
+  }
+
+  /** Remove everything in the directory that is not in `keep` (temporaries of interrupted units, spent parts). */
+  prune(keep: Set<string>): void {
+    for (const f of fs.readdirSync(this.dir)) if (!keep.has(f) && f !== LOCK_FILE) fs.rmSync(path.join(this.dir, f), { recursive: true, force: true });
+  }
+}
+
+function fresh(identity: string, settings: ConvertSettings): JobState {
+  return { converter: CONVERTER_VERSION, identity, settings, trunk: null, layers: [], codebooks: false };
+}
+
+/** The record, if it is one this converter wrote; anything else means "start over". */
+function readState(file: string): JobState | undefined {
+  try {
+    const s: unknown = JSON.parse(fs.readFileSync(file, 'utf8'));
+    if (!isObject(s) || s.converter !== CONVERTER_VERSION || typeof s.identity !== 'string') return undefined;
+    if (!(s.trunk === null || Array.isArray(s.trunk)) || !Array.isArray(s.layers) || !s.layers.every((l) => Number.isInteger(l)) || typeof s.codebooks !== 'boolean')
+      return undefined;
+    return s as unknown as JobState;
+  } catch {
+    return undefined;
+  }
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}

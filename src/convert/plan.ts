@@ -1,0 +1,157 @@
+import * as crypto from 'node:crypto';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import type { SafetensorsSet } from '../checkpoint/safetensors.js';
+import { CODEBOOK_HEADER_BYTES, type ExpertQuant, Fmt, type RecordLayout, recordLayout } from '../container/format.js';
+import { storedSizes } from '../container/tensor.js';
+import type { KimiLinearConfig } from '../model/kimi-linear/config.js';
+import { WasteError } from '../util/errors.js';
+
+/**
+ * What a conversion will write, decided from the checkpoint's headers and the options before a
+ * byte of weights is read: each trunk tensor's stored format and size, each MoE layer's bank and
+ * codebooks, the total (for the disk-space check) and an identity that a resumed run must match.
+ */
+export interface ConvertSettings {
+  /** Bits of the bulk of the trunk: 4 (Q4G, the default) or 8 (all Q8G). */
+  trunkBits: 4 | 8;
+  /** Seed of every random choice (the same seed and input give the same bytes). */
+  seed: number;
+  /** Lloyd iterations per codebook stage. */
+  iters: number;
+  /** Experts per layer whose vectors train that layer's codebooks. */
+  cbSample: number;
+  /** Vectors k-means sees per (layer, matrix kind). */
+  trainVectors: number;
+}
+
+export const DEFAULT_SETTINGS: ConvertSettings = { trunkBits: 4, seed: 0, iters: 10, cbSample: 12, trainVectors: 300_000 };
+
+/** The expert format the converter writes: VQ3R, as the C engine's converter does. */
+export const VQ3R: ExpertQuant = { name: 'VQ3R', stages: 3, vecDim: 8, entries: 256, indexBlock: 64, indexBits: 8 };
+
+/** Bump when the bytes a conversion writes change for the same input and settings. */
+export const CONVERTER_VERSION = 1;
+
+/** Trunk values below this count (and every vector) stay F32: norms, biases, gate parameters, conv taps. */
+const SMALL_TENSOR = 65536;
+export const TRUNK_GROUP = 128;
+
+export interface TrunkTensorPlan {
+  name: string;
+  fmt: number;
+  shape: number[];
+  /** Bytes in trunk.bin (payload and scales). */
+  bytes: number;
+  /** Bytes of the source tensor (for progress). */
+  sourceBytes: number;
+}
+
+export interface LayerPlan {
+  layer: number;
+  /** Its place among the MoE layers: codebooks [base, base + 3·stages) are its own. */
+  ordinal: number;
+  codebookBase: number;
+  experts: number;
+  bankBytes: number;
+  booksBytes: number;
+  sourceBytes: number;
+}
+
+export interface ConvertPlan {
+  settings: ConvertSettings;
+  q: ExpertQuant;
+  layout: RecordLayout;
+  trunk: TrunkTensorPlan[];
+  trunkBytes: number;
+  layers: LayerPlan[];
+  /** Every byte the finished container holds (weights; the small files are not counted). */
+  totalBytes: number;
+  /** Source bytes the whole job reads once (the progress unit). */
+  sourceBytes: number;
+  /** Changes whenever the input checkpoint or a setting that shapes the output changes. */
+  identity: string;
+}
+
+/** Routed experts are the checkpoint tensors the trunk leaves out. */
+export const isExpertTensor = (name: string): boolean => /\.block_sparse_moe\.experts\.\d+\./.test(name);
+
+export function expertTensor(layer: number, expert: number, kind: 0 | 1 | 2): string {
+  // the Mixtral names: w1 is the gate, w3 the up and w2 the down projection
+  return `model.layers.${layer}.block_sparse_moe.experts.${expert}.${['w1', 'w3', 'w2'][kind]}.weight`;
+}
+
+export function trunkFormat(name: string, shape: number[], trunkBits: 4 | 8): number {
+  const numel = shape.reduce((a, d) => a * d, 1);
+  if (shape.length <= 1 || numel < SMALL_TENSOR) return Fmt.F32;
+  // the embedding table and the output head keep 8 bits: they sit at both ends of the network,
+  // where error is least forgiving (and the embedding stays on disk anyway)
+  if (trunkBits === 8 || /(^|\.)(embed_tokens|lm_head)\.weight$/.test(name)) return Fmt.Q8G;
+  return Fmt.Q4G;
+}
+
+export function planConversion(src: string, st: SafetensorsSet, cfg: KimiLinearConfig, settings: ConvertSettings): ConvertPlan {
+  const q = VQ3R;
+  const { hidden: H } = cfg;
+  const I = cfg.moe.inter;
+  const moeLayers = cfg.layerKinds.flatMap((k, i) => (k.ffn === 'moe' ? [i] : []));
+  if (moeLayers.length && (H % q.vecDim || I % q.vecDim))
+    throw new WasteError('E_UNSUPPORTED', `VQ3R needs hidden_size (${H}) and moe_intermediate_size (${I}) to be multiples of ${q.vecDim}`);
+  const layout = recordLayout(H, I, q);
+
+  const trunk: TrunkTensorPlan[] = [];
+  let trunkBytes = 0;
+  for (const name of st.names().sort()) {
+    if (isExpertTensor(name)) continue;
+    const info = st.info(name);
+    const shape = info.shape.length ? info.shape : [1];
+    const fmt = trunkFormat(name, shape, settings.trunkBits);
+    const cols = shape[shape.length - 1];
+    const rows = cols ? shape.reduce((a, d) => a * d, 1) / cols : 0;
+    const s = storedSizes(fmt, rows, cols, TRUNK_GROUP);
+    trunk.push({ name, fmt, shape, bytes: s.payload + s.scaleBytes, sourceBytes: info.bytes });
+    trunkBytes += s.payload + s.scaleBytes;
+  }
+
+  const booksPerLayer = 3 * q.stages;
+  const layers: LayerPlan[] = moeLayers.map((layer, ordinal) => {
+    let sourceBytes = 0;
+    for (let e = 0; e < cfg.moe.experts; e++) for (const k of [0, 1, 2] as const) sourceBytes += st.info(expertTensor(layer, e, k)).bytes;
+    return {
+      layer,
+      ordinal,
+      codebookBase: ordinal * booksPerLayer,
+      experts: cfg.moe.experts,
+      bankBytes: cfg.moe.experts * layout.recordBytes,
+      booksBytes: booksPerLayer * (CODEBOOK_HEADER_BYTES + q.entries * q.vecDim * 2),
+      sourceBytes,
+    };
+  });
+  if (layers.length * booksPerLayer > 0x10000) throw new WasteError('E_UNSUPPORTED', `${layers.length} MoE layers need more codebooks than format v0 can number`);
+
+  const totalBytes = trunkBytes + layers.reduce((a, l) => a + l.bankBytes + l.booksBytes, 0);
+  const sourceBytes = trunk.reduce((a, t) => a + t.sourceBytes, 0) + layers.reduce((a, l) => a + l.sourceBytes, 0);
+  return { settings, q, layout, trunk, trunkBytes, layers, totalBytes, sourceBytes, identity: identityOf(src, st, settings) };
+}
+
+/**
+ * The input as the conversion sees it — config.json's bytes, every tensor's dtype, shape and place,
+ * each shard's size and modification time — and the settings. A partial conversion is resumed
+ * only when this matches; anything else starts over.
+ */
+function identityOf(src: string, st: SafetensorsSet, settings: ConvertSettings): string {
+  const h = crypto.createHash('sha256');
+  h.update(`waste-convert ${CONVERTER_VERSION}\n${JSON.stringify(settings)}\n`);
+  h.update(fs.readFileSync(path.join(src, 'config.json')));
+  const files = new Set<string>();
+  for (const name of st.names().sort()) {
+    const t = st.info(name);
+    files.add(t.file);
+    h.update(`${name} ${t.dtype} ${t.shape.join('x')} ${path.basename(t.file)} ${t.offset} ${t.bytes}\n`);
+  }
+  for (const f of [...files].sort()) {
+    const s = fs.statSync(f);
+    h.update(`${path.basename(f)} ${s.size} ${s.mtimeMs}\n`);
+  }
+  return h.digest('hex');
+}

@@ -1,0 +1,55 @@
+import type { SafetensorsSet } from '../checkpoint/safetensors.js';
+import { Fmt } from '../container/format.js';
+import { TrunkWriter, type TrunkIndexEntry } from '../container/write.js';
+import { quantizeRows } from '../quant/trunk.js';
+import { WasteError } from '../util/errors.js';
+import { TRUNK_GROUP, type TrunkTensorPlan } from './plan.js';
+
+/** Rows read and quantized at a time: the embedding table (1.5 GB in f32) is never whole in memory. */
+const CHUNK_VALUES = 4 << 20;
+
+/**
+ * Write trunk.bin: every non-expert tensor, in name order, in its planned format. Returns the
+ * trunk index for the manifest. `file` is written in place; the caller renames it when done.
+ */
+export function writeTrunk(st: SafetensorsSet, plan: TrunkTensorPlan[], file: string, onTensor: (sourceBytes: number) => void): TrunkIndexEntry[] {
+  const w = new TrunkWriter(file);
+  try {
+    for (const t of plan) {
+      const cols = t.shape[t.shape.length - 1];
+      const rows = cols ? t.shape.reduce((a, d) => a * d, 1) / cols : 0;
+      const per = Math.max(1, Math.floor(CHUNK_VALUES / Math.max(1, cols)));
+      const buf = new Float32Array(Math.min(rows, per) * cols);
+      const what = `the checkpoint's ${t.name}`;
+      w.addRows(t.name, t.fmt, t.shape, chunks(), TRUNK_GROUP);
+      onTensor(t.sourceBytes);
+
+      function* chunks(): Generator<{ payload: Uint8Array; scales?: Uint16Array }> {
+        for (let r = 0; r < rows; r += per) {
+          const n = Math.min(per, rows - r);
+          const x = buf.subarray(0, n * cols);
+          st.readRows(t.name, r, n, x);
+          if (t.fmt === Fmt.F32) {
+            for (let i = 0; i < x.length; i++)
+              if (!Number.isFinite(x[i])) throw new WasteError('E_FORMAT', `${what} holds a non-finite value at index ${r * cols + i}`);
+            yield { payload: new Uint8Array(x.buffer, x.byteOffset, x.byteLength).slice() };
+          } else {
+            const fmt = t.fmt === Fmt.Q8G ? Fmt.Q8G : Fmt.Q4G;
+            const { payload, scales } = quantizeRows(fmt, x, n, cols, TRUNK_GROUP, rowsLabel(what, r));
+            yield { payload, scales };
+          }
+        }
+      }
+    }
+    w.close();
+    return w.index;
+  } catch (e) {
+    w.abandon();
+    throw e;
+  }
+}
+
+/** Errors name the row within the tensor, not within the chunk. */
+function rowsLabel(what: string, row0: number): string {
+  return row0 ? `${what} (from row ${row0})` : what;
+}
