@@ -207,3 +207,94 @@ describe('kernels: WebAssembly vs TypeScript reference', () => {
     assert.throws(() => w1.matmul(w, X, arena.allocF32(4), 1), /kernel buffer X is in arena \d+, the call runs in arena \d+/);
   });
 });
+
+describe('kernels: k-means building blocks for the converter', () => {
+  /** Brute force in float64: nearest centroid (lowest index on a tie) and its squared distance. */
+  function nearest(X: Float32Array, C: Float32Array, n: number, entries: number, dim: number): { idx: number[]; dist: number[] } {
+    const idx: number[] = [];
+    const dist: number[] = [];
+    for (let r = 0; r < n; r++) {
+      let best = -1;
+      let bestD = Infinity;
+      for (let e = 0; e < entries; e++) {
+        let d = 0;
+        for (let j = 0; j < dim; j++) d += (X[r * dim + j] - C[e * dim + j]) ** 2;
+        if (d < bestD) {
+          bestD = d;
+          best = e;
+        }
+      }
+      idx.push(best);
+      dist.push(bestD);
+    }
+    return { idx, dist };
+  }
+
+  for (const [dim, entries, n] of [
+    [8, 256, 1001],
+    [8, 12, 77],
+    [5, 7, 300],
+    [3, 4, 65],
+  ]) {
+    it(`vqNearest: dim ${dim}, ${entries} entries, ${n} vectors — the nearest centroid, the same bits on 1–3 threads`, () => {
+      const X = randF32(n * dim);
+      const C = randF32(entries * dim);
+      const CT = arena.allocF32(dim * entries);
+      const cn = arena.allocF32(entries);
+      for (let e = 0; e < entries; e++)
+        for (let j = 0; j < dim; j++) {
+          CT[j * entries + e] = C[e * dim + j];
+          cn[e] += C[e * dim + j] ** 2;
+        }
+      const ref = nearest(X, C, n, entries, dim);
+      const results = [w1, w2, w3].map((k) => {
+        const idx = arena.i32(arena.alloc(n * 4, 64), n);
+        const bytes = arena.u8(arena.alloc(n, 64), n);
+        const dist = arena.allocF32(n);
+        k.vqNearest(X, CT, cn, entries, dim, idx, n, dist);
+        k.vqNearest(X, CT, cn, entries, dim, bytes, n);
+        assert.deepEqual([...bytes], [...idx].map((i) => i & 0xff));
+        return { idx, dist };
+      });
+      let mismatched = 0;
+      for (let r = 0; r < n; r++) {
+        const got = results[0].idx[r];
+        // f32 arithmetic may pick a different centroid only when two are within rounding of each other
+        if (got !== ref.idx[r]) {
+          mismatched++;
+          let d = 0;
+          for (let j = 0; j < dim; j++) d += (X[r * dim + j] - C[got * dim + j]) ** 2;
+          assert.ok(d - ref.dist[r] < 1e-5, `vector ${r}: centroid ${got} at ${d}, the nearest is ${ref.idx[r]} at ${ref.dist[r]}`);
+        }
+        assert.ok(Math.abs(results[0].dist[r] - ref.dist[r]) < 1e-4 * (1 + ref.dist[r]), `distance of vector ${r}`);
+      }
+      assert.ok(mismatched <= n / 100, `${mismatched} near-ties of ${n}`);
+      for (const other of results.slice(1)) {
+        assert.deepEqual([...other.idx], [...results[0].idx]);
+        assert.ok(sameBits(other.dist, results[0].dist));
+      }
+    });
+  }
+
+  for (const dim of [8, 5]) {
+    it(`distUpdate (dim ${dim}): the running minimum squared distance, the same bits on 1–3 threads`, () => {
+      const n = 513;
+      const X = randF32(n * dim);
+      const c = randF32(dim);
+      const start = randF32(n, 0, 4);
+      const outs = [w1, w2, w3].map((k) => {
+        const dmin = arena.allocF32(n);
+        dmin.set(start);
+        k.distUpdate(X, c, dim, dmin, n);
+        return dmin;
+      });
+      for (let r = 0; r < n; r++) {
+        let d = 0;
+        for (let j = 0; j < dim; j++) d += (X[r * dim + j] - c[j]) ** 2;
+        const want = Math.min(start[r], d);
+        assert.ok(Math.abs(outs[0][r] - want) <= 1e-5 * (1 + want), `vector ${r}: ${outs[0][r]} vs ${want}`);
+      }
+      assert.ok(sameBits(outs[1], outs[0]) && sameBits(outs[2], outs[0]));
+    });
+  }
+});

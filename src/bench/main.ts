@@ -4,7 +4,9 @@
  *   kernels    kernel throughput next to the arena's measured memory read bandwidth
  *   layers     decode with real Kimi-Linear shapes, all experts in memory: ms per layer vs the floor
  *   dispatch   tiny-model decode with 1 and 2 threads (what the worker pool costs)
+ *   convert    conversion throughput on Kimi-Linear shapes, projected onto the 48B model
  */
+import { benchConvert, renderConvertBench } from './convert.js';
 import { benchDispatch, renderDispatch } from './dispatch.js';
 import { benchKernels, renderKernelBench } from './kernels.js';
 import { benchLayers, renderLayerBench } from './layers.js';
@@ -23,7 +25,10 @@ if (what === 'kernels') {
 } else if (what === 'dispatch') {
   const r = await benchDispatch();
   process.stdout.write(json ? JSON.stringify(r, null, 2) + '\n' : renderDispatch(r));
+} else if (what === 'convert') {
+  const r = await benchConvert({ log: (s) => process.stderr.write(`${s}\n`) });
+  process.stdout.write(json ? JSON.stringify(r, null, 2) + '\n' : renderConvertBench(r));
 } else {
-  process.stderr.write(`unknown benchmark "${what}" (available: kernels, layers, dispatch)\n`);
+  process.stderr.write(`unknown benchmark "${what}" (available: kernels, layers, dispatch, convert)\n`);
   process.exitCode = 2;
 }
