@@ -261,6 +261,11 @@ export class Model {
     this.net.routeOverride = fn;
   }
 
+  /** Watch the router: for each MoE layer, the experts chosen for each token ([T][topK]); the view is only valid during the call. */
+  observeRoutes(fn: ((layer: number, route: Int32Array, T: number) => void) | undefined): void {
+    this.net.routeObserver = fn;
+  }
+
   /** The memories holding the trunk, scratch, session state and expert cache. */
   get arenas(): readonly Arena[] {
     return this.net.weights.arenas;

@@ -8,8 +8,10 @@ import { openContainer } from '../src/container/open.js';
 import { convert } from '../src/convert/convert.js';
 import { Model } from '../src/engine.js';
 import { argmax, klDivergence } from '../src/quality/metrics.js';
+import { measureQuality } from '../src/quality/quality.js';
 import { decodeRecordMatrix } from '../src/quant/decode.js';
 import { WasteError } from '../src/util/errors.js';
+import { Rng } from '../src/util/prng.js';
 import { BIN, checkpoint, containerDigest, tmpDir } from './helpers.js';
 
 /** Wide enough that the trunk has Q4G and Q8G matrices (≥ 65,536 values), small enough to be quick. */
@@ -286,5 +288,59 @@ describe('waste convert: damaged input gives one clear error and writes nothing'
     assert.match(r.stderr, /^waste: the checkpoint's model\.layers\.1\.block_sparse_moe\.experts\.3\.w1\.weight holds a non-finite value at index 17\n$/);
     assert.ok(!fs.existsSync(dst));
     assert.ok(fs.existsSync(path.join(`${dst}.partial`, 'trunk.bin')), 'the finished trunk is kept');
+  });
+});
+
+describe('waste quality', () => {
+  const src = checkpoint({ ...SHAPE, seed: 23, shards: 1 }, 'hf-quality');
+  const ids: number[] = [];
+  const rng = new Rng(3);
+  for (let i = 0; i < 200; i++) ids.push(rng.int(512));
+
+  it('a model against itself: zero KL, the same top-1 everywhere, the same routing, equal perplexity', async () => {
+    const r = await measureQuality(src, src, ids, { ctx: 64 });
+    assert.equal(r.windows, 3);
+    assert.equal(r.scored, 3 * 32);
+    assert.equal(r.kl.max, 0);
+    assert.equal(r.top1, 1);
+    assert.equal(r.perplexity.container, r.perplexity.reference);
+    assert.deepEqual(r.router.map((x) => x.layer), [1, 2, 3]);
+    for (const x of r.router) assert.equal(x.agreement, 1);
+  });
+
+  it('a conversion against its checkpoint: the KL the test above measures directly, lower with an 8-bit trunk; --json from the CLI', async () => {
+    const dir = tmpDir('quality');
+    await convert(src, path.join(dir, 'q4'), { threads: 2 });
+    await convert(src, path.join(dir, 'q8'), { threads: 2, trunkBits: 8 });
+    const q4 = await measureQuality(src, path.join(dir, 'q4'), ids, { ctx: 64 });
+    const q8 = await measureQuality(src, path.join(dir, 'q8'), ids, { ctx: 64 });
+    assert.ok(q4.kl.mean > 0.01 && q4.kl.mean < 0.2, `KL ${q4.kl.mean}`);
+    assert.ok(q8.kl.mean < q4.kl.mean, `Q8G ${q8.kl.mean} vs Q4G ${q4.kl.mean}`);
+    assert.ok(q4.kl.p99 >= q4.kl.median && q4.kl.max >= q4.kl.p99);
+    for (const x of q4.router) assert.ok(x.agreement > 0.5 && x.agreement < 1, `layer ${x.layer}: ${x.agreement}`);
+
+    // the first window's scored positions, computed here from the logits of both models
+    const win = ids.slice(0, 64);
+    const ref = await logits(src, win);
+    const got = await logits(path.join(dir, 'q4'), win);
+    const direct = compare(ref.subarray(31 * 512, 63 * 512), got.subarray(31 * 512, 63 * 512), 512);
+    const first = await measureQuality(src, path.join(dir, 'q4'), ids, { ctx: 64, windows: 1 });
+    assert.ok(Math.abs(first.kl.mean - direct.kl) < 1e-9, `${first.kl.mean} vs ${direct.kl}`);
+
+    const idsFile = path.join(dir, 'ids.txt');
+    fs.writeFileSync(idsFile, ids.join('\n'));
+    const cli = spawnSync(process.execPath, [BIN, 'quality', src, path.join(dir, 'q4'), '--ids-file', idsFile, '--ctx', '64', '--json', '-q'], { encoding: 'utf8' });
+    assert.equal(cli.status, 0, cli.stderr);
+    const j = JSON.parse(cli.stdout);
+    assert.equal(j.scored, q4.scored);
+    assert.equal(j.kl.mean, q4.kl.mean);
+    fs.writeFileSync(idsFile, '1 2 x3');
+    const bad = spawnSync(process.execPath, [BIN, 'quality', src, path.join(dir, 'q4'), '--ids-file', idsFile], { encoding: 'utf8' });
+    assert.equal(bad.status, 2);
+    assert.match(bad.stderr, /^waste: .*ids\.txt: item 3 \("x3"\) is not a token id/);
+    fs.writeFileSync(idsFile, '1 2 3');
+    const short = spawnSync(process.execPath, [BIN, 'quality', src, path.join(dir, 'q4'), '--ids-file', idsFile], { encoding: 'utf8' });
+    assert.equal(short.status, 2);
+    assert.match(short.stderr, /3 tokens do not fill one window of 512/);
   });
 });

@@ -5,6 +5,7 @@ import { registerConvert } from './commands/convert.js';
 import { registerInfo } from './commands/info.js';
 import { registerLogits } from './commands/logits.js';
 import { registerPlan } from './commands/plan.js';
+import { registerQuality } from './commands/quality.js';
 import { registerSynth } from './commands/synth.js';
 import { registerVerify } from './commands/verify.js';
 import { VERSION } from '../version.js';
@@ -22,6 +23,7 @@ export async function main(argv: string[]): Promise<number> {
   registerPlan(program);
   registerVerify(program);
   registerConvert(program);
+  registerQuality(program);
   registerSynth(program);
   registerBench(program);
   try {

@@ -167,7 +167,7 @@ function checkSettings(s: ConvertSettings): ConvertSettings {
   const int = (v: number, lo: number, hi: number, what: string) => {
     if (!(Number.isInteger(v) && v >= lo && v <= hi)) throw new WasteError('E_ARG', `${what} must be an integer in ${lo}..${hi} (got ${v})`);
   };
-  if (s.trunkBits !== 4 && s.trunkBits !== 8) throw new WasteError('E_ARG', `trunk bits must be 4 or 8 (got ${s.trunkBits})`);
+  if (s.trunkBits !== 4 && s.trunkBits !== 8 && s.trunkBits !== 16) throw new WasteError('E_ARG', `trunk bits must be 4, 8 or 16 (got ${s.trunkBits})`);
   int(s.seed, 0, 2 ** 32 - 1, 'the seed');
   int(s.iters, 0, 1000, 'iterations');
   int(s.cbSample, 1, 65536, 'the codebook sample (experts)');

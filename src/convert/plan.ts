@@ -13,8 +13,8 @@ import { WasteError } from '../util/errors.js';
  * codebooks, the total (for the disk-space check) and an identity that a resumed run must match.
  */
 export interface ConvertSettings {
-  /** Bits of the bulk of the trunk: 4 (Q4G, the default) or 8 (all Q8G). */
-  trunkBits: 4 | 8;
+  /** Bits of the bulk of the trunk: 4 (Q4G, the default), 8 (all Q8G) or 16 (all F16, for quality comparisons). */
+  trunkBits: 4 | 8 | 16;
   /** Seed of every random choice (the same seed and input give the same bytes). */
   seed: number;
   /** Lloyd iterations per codebook stage. */
@@ -81,9 +81,10 @@ export function expertTensor(layer: number, expert: number, kind: 0 | 1 | 2): st
   return `model.layers.${layer}.block_sparse_moe.experts.${expert}.${['w1', 'w3', 'w2'][kind]}.weight`;
 }
 
-export function trunkFormat(name: string, shape: number[], trunkBits: 4 | 8): number {
+export function trunkFormat(name: string, shape: number[], trunkBits: 4 | 8 | 16): number {
   const numel = shape.reduce((a, d) => a * d, 1);
   if (shape.length <= 1 || numel < SMALL_TENSOR) return Fmt.F32;
+  if (trunkBits === 16) return Fmt.F16;
   // the embedding table and the output head keep 8 bits: they sit at both ends of the network,
   // where error is least forgiving (and the embedding stays on disk anyway)
   if (trunkBits === 8 || /(^|\.)(embed_tokens|lm_head)\.weight$/.test(name)) return Fmt.Q8G;

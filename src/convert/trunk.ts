@@ -1,5 +1,6 @@
 import type { SafetensorsSet } from '../checkpoint/safetensors.js';
 import { Fmt } from '../container/format.js';
+import { encodeF16 } from '../util/f16.js';
 import { TrunkWriter, type TrunkIndexEntry } from '../container/write.js';
 import { quantizeRows } from '../quant/trunk.js';
 import { WasteError } from '../util/errors.js';
@@ -33,6 +34,13 @@ export function writeTrunk(st: SafetensorsSet, plan: TrunkTensorPlan[], file: st
             for (let i = 0; i < x.length; i++)
               if (!Number.isFinite(x[i])) throw new WasteError('E_FORMAT', `${what} holds a non-finite value at index ${r * cols + i}`);
             yield { payload: new Uint8Array(x.buffer, x.byteOffset, x.byteLength).slice() };
+          } else if (t.fmt === Fmt.F16) {
+            const h = new Uint16Array(x.length);
+            for (let i = 0; i < x.length; i++) {
+              h[i] = encodeF16(x[i]);
+              if ((h[i] & 0x7c00) === 0x7c00) throw new WasteError('E_FORMAT', `${what} holds ${x[i]} at index ${r * cols + i}, which F16 cannot store`);
+            }
+            yield { payload: new Uint8Array(h.buffer) };
           } else {
             const fmt = t.fmt === Fmt.Q8G ? Fmt.Q8G : Fmt.Q4G;
             const { payload, scales } = quantizeRows(fmt, x, n, cols, TRUNK_GROUP, rowsLabel(what, r));

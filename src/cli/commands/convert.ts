@@ -12,7 +12,7 @@ export function registerConvert(program: Command): void {
     .description('convert a HuggingFace Kimi-Linear checkpoint into a WASTE container (VQ3R experts, Q4G trunk); resumable: run it again after an interruption')
     .argument('<hf_dir>', 'checkpoint directory: config.json, model.safetensors or model-*.safetensors with its index, tiktoken.model, tokenizer_config.json')
     .argument('<out_dir>', 'container directory to create (published only when complete; work happens in OUT_DIR.partial)')
-    .addOption(new Option('--trunk-bits <n>', 'bits of the bulk of the trunk: 4 (Q4G; embedding and head stay Q8G) or 8 (all Q8G)').choices(['4', '8']).default('4'))
+    .addOption(new Option('--trunk-bits <n>', 'bits of the bulk of the trunk: 4 (Q4G; embedding and head stay Q8G), 8 (all Q8G) or 16 (all F16, to measure what trunk quantization costs; the C engine cannot read F16 trunks)').choices(['4', '8', '16']).default('4'))
     .option('--seed <n>', 'seed of the codebook training (same seed and input, same bytes)', intArg(0, 2 ** 32 - 1), DEFAULT_SETTINGS.seed)
     .option('--iters <n>', 'k-means iterations per codebook stage', intArg(0, 1000), DEFAULT_SETTINGS.iters)
     .option('--cb-sample <n>', 'experts per layer sampled to train its codebooks', intArg(1, 65536), DEFAULT_SETTINGS.cbSample)
@@ -28,7 +28,7 @@ export function registerConvert(program: Command): void {
       ) => {
         const bar = new Progress('convert', 1, o.quiet, process.stderr, formatSize);
         const r = await convert(src, out, {
-          trunkBits: o.trunkBits === '8' ? 8 : 4,
+          trunkBits: o.trunkBits === '16' ? 16 : o.trunkBits === '8' ? 8 : 4,
           seed: o.seed,
           iters: o.iters,
           cbSample: o.cbSample,

@@ -10,7 +10,7 @@ export function registerLogits(program: Command): void {
     program
       .command('logits')
       .description('run token ids through the model and write the logits as little-endian float32')
-      .argument('<model>', 'container directory')
+      .argument('<model>', 'container directory, or a HuggingFace checkpoint directory (runs every weight in f32: the reference)')
       .requiredOption('--ids <ids>', 'token ids, e.g. 3,7,11', parseIds)
       .requiredOption('--out <file>', 'output file (vocab_size float32 values per position)')
       .option('--all', 'write the logits of every position, row after row (default: only after the last id)', false)

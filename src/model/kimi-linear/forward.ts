@@ -36,6 +36,8 @@ export class KimiLinearModel {
   lookahead = 0;
   /** Replace the router's choice (a recorded routing trace, for benchmarks): ids for layer L. */
   routeOverride?: (layer: number) => number[] | undefined;
+  /** Told the experts chosen for each token of a chunk at MoE layer L ([T][topK], selection order). */
+  routeObserver?: (layer: number, route: Int32Array, T: number) => void;
   /** Lookahead guesses, and how many of them the real router then chose. */
   readonly lookaheadStats = { predicted: 0, correct: 0 };
   private predicted = new Map<number, number[]>();
@@ -238,6 +240,7 @@ export class KimiLinearModel {
       k.moeRoute(s.router.subarray(t * E, (t + 1) * E), w.bias, E, K, s.route.subarray(t * K, (t + 1) * K), s.routeW.subarray(t * K, (t + 1) * K), renormalize, routedScale);
     const forced = this.routeOverride?.(L);
     if (forced) for (let t = 0; t < T; t++) for (let j = 0; j < K; j++) s.route[t * K + j] = forced[j % forced.length];
+    this.routeObserver?.(L, s.route.subarray(0, T * K), T);
 
     const guess = this.predicted.get(L);
     if (guess && T === 1) {

@@ -1,0 +1,65 @@
+import * as fs from 'node:fs';
+import type { Command } from 'commander';
+import { measureQuality, type QualityReport } from '../../quality/quality.js';
+import { WasteError, fromSystemError } from '../../util/errors.js';
+import { table } from '../../bench/measure.js';
+import { intArg } from '../args.js';
+import { Progress } from '../progress.js';
+
+export function registerQuality(program: Command): void {
+  program
+    .command('quality')
+    .description('compare a container with the unquantized checkpoint it came from: KL divergence of next-token distributions, top-1 agreement, perplexity of both, router agreement per layer')
+    .argument('<hf_dir>', 'the HuggingFace checkpoint (the reference, run in f32)')
+    .argument('<container>', 'the container converted from it')
+    .requiredOption('--ids-file <file>', 'token ids of the evaluation text, separated by spaces, commas or newlines')
+    .option('--ctx <n>', 'window length in tokens; the second half of each window is scored', intArg(4, 1 << 20), 512)
+    .option('--windows <n>', 'score at most this many windows', intArg(1))
+    .option('--threads <n>', 'threads for each model', intArg(1, 256))
+    .option('--json', 'print the report as JSON', false)
+    .option('-q, --quiet', 'no progress output', false)
+    .action(async (ref: string, container: string, o: { idsFile: string; ctx: number; windows?: number; threads?: number; json: boolean; quiet: boolean }) => {
+      const ids = readIds(o.idsFile);
+      const bar = new Progress('quality', 1, o.quiet);
+      const r = await measureQuality(ref, container, ids, {
+        ctx: o.ctx,
+        windows: o.windows,
+        open: { threads: o.threads },
+        onProgress: (done, total) => {
+          bar.total = total;
+          bar.update(done);
+        },
+      });
+      bar.done();
+      process.stdout.write(o.json ? JSON.stringify(r, null, 2) + '\n' : render(r));
+    });
+}
+
+function readIds(file: string): number[] {
+  let text: string;
+  try {
+    text = fs.readFileSync(file, 'utf8');
+  } catch (e) {
+    throw fromSystemError(file, e);
+  }
+  const parts = text.split(/[\s,]+/).filter(Boolean);
+  return parts.map((p, i) => {
+    if (!/^\d+$/.test(p)) throw new WasteError('E_ARG', `${file}: item ${i + 1} ("${p.slice(0, 20)}") is not a token id`);
+    return Number(p);
+  });
+}
+
+function render(r: QualityReport): string {
+  const f = (x: number, d = 4) => x.toFixed(d);
+  return (
+    `${r.container} against ${r.reference}: ${r.windows} windows of ${r.ctx} tokens, ${r.scored} positions scored\n` +
+    `  KL divergence   mean ${f(r.kl.mean, 5)} ± ${f(r.kl.stderr, 5)}   median ${f(r.kl.median, 5)}   p99 ${f(r.kl.p99, 5)}   max ${f(r.kl.max, 5)}\n` +
+    `  same top-1      ${f(100 * r.top1, 2)} %\n` +
+    `  perplexity      reference ${f(r.perplexity.reference)}   container ${f(r.perplexity.container)}   (${r.perplexity.container >= r.perplexity.reference ? '+' : ''}${f((100 * (r.perplexity.container - r.perplexity.reference)) / r.perplexity.reference, 2)} %)\n` +
+    `  router top-k agreement per MoE layer:\n` +
+    table(
+      r.router.map((x) => [`    ${x.layer}`, `${f(100 * x.agreement, 1)} %`]),
+      ['    layer', 'agreement'],
+    )
+  );
+}
