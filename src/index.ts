@@ -14,3 +14,7 @@ export type { Kernels } from './kernels/types.js';
 export { tsKernels } from './kernels/ts/index.js';
 export { WasmKernels } from './kernels/wasm/index.js';
 export { writeSyntheticContainer, type SynthOptions, SHAPES } from './synth/synth.js';
+export { writeSyntheticCheckpoint, type CheckpointOptions } from './synth/checkpoint.js';
+export { convert, type ConvertOptions, type ConvertResult } from './convert/convert.js';
+export type { ConvertSettings } from './convert/plan.js';
+export { measureQuality, type QualityOptions, type QualityReport } from './quality/quality.js';
