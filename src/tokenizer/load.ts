@@ -1,0 +1,79 @@
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { WasteError, fromSystemError } from '../util/errors.js';
+import { isObject } from '../util/fields.js';
+import { HfTokenizer } from './hf.js';
+import { parseRanks } from './ranks.js';
+import { TiktokenTokenizer } from './tiktoken.js';
+import type { Tokenizer } from './tokenizer.js';
+
+/**
+ * The tokenizer of a model directory — a container (`tokenizer.model` + `specials.json`), a
+ * HuggingFace checkpoint (`tiktoken.model` + `tokenizer_config.json`, or `tokenizer.json`) — or of
+ * a folder that holds only those files. Undefined when there is none; an error when one is there
+ * but damaged.
+ */
+export function loadTokenizer(dir: string): Tokenizer | undefined {
+  const at = (f: string) => path.join(dir, f);
+  const rankFile = ['tokenizer.model', 'tiktoken.model'].map(at).find((f) => fs.existsSync(f));
+  if (rankFile) {
+    const ranks = parseRanks(read(rankFile), rankFile);
+    const named = fs.existsSync(at('specials.json')) ? specialsJson(at('specials.json')) : fs.existsSync(at('tokenizer_config.json')) ? configSpecials(at('tokenizer_config.json')) : [];
+    return new TiktokenTokenizer(ranks, named, rankFile);
+  }
+  if (fs.existsSync(at('tokenizer.json'))) {
+    const cfg = fs.existsSync(at('tokenizer_config.json')) ? readJson(at('tokenizer_config.json')) : {};
+    return new HfTokenizer(readJson(at('tokenizer.json')), cfg, at('tokenizer.json'));
+  }
+  return undefined;
+}
+
+/** Like loadTokenizer, but a missing tokenizer is an error that says what was looked for. */
+export function requireTokenizer(dir: string): Tokenizer {
+  const t = loadTokenizer(dir);
+  if (!t) throw new WasteError('E_ARG', `${dir} has no tokenizer (looked for tokenizer.model, tiktoken.model and tokenizer.json)`);
+  return t;
+}
+
+const MAX_SPECIALS = 1 << 20;
+
+/** A container's specials.json: [{ "id": n, "text": "…" }, …]. */
+function specialsJson(file: string): { id: number; text: string }[] {
+  const doc = readJson(file);
+  if (!Array.isArray(doc) || doc.length > MAX_SPECIALS) throw new WasteError('E_FORMAT', `${file}: expected an array of {id, text}`);
+  return doc.map((e, i) => {
+    if (!isObject(e) || !Number.isInteger(e.id) || (e.id as number) < 0 || (e.id as number) >= 2 ** 31 || typeof e.text !== 'string')
+      throw new WasteError('E_FORMAT', `${file}: entry ${i} is not {"id": a token id, "text": a string}`);
+    return { id: e.id as number, text: e.text };
+  });
+}
+
+/** tokenizer_config.json's added_tokens_decoder: { "163584": { "content": "[BOS]", … }, … }. */
+function configSpecials(file: string): { id: number; text: string }[] {
+  const doc = readJson(file);
+  const dec = isObject(doc) ? doc.added_tokens_decoder : undefined;
+  if (dec === undefined) return [];
+  if (!isObject(dec)) throw new WasteError('E_FORMAT', `${file}: added_tokens_decoder is not an object`);
+  return Object.entries(dec).map(([id, v]) => {
+    if (!/^\d{1,10}$/.test(id) || Number(id) >= 2 ** 31 || !isObject(v) || typeof v.content !== 'string')
+      throw new WasteError('E_FORMAT', `${file}: added_tokens_decoder["${id}"] is not a token id with a "content" string`);
+    return { id: Number(id), text: v.content };
+  });
+}
+
+function read(file: string): Uint8Array {
+  try {
+    return fs.readFileSync(file);
+  } catch (e) {
+    throw fromSystemError(file, e);
+  }
+}
+
+function readJson(file: string): unknown {
+  try {
+    return JSON.parse(Buffer.from(read(file)).toString('utf8'));
+  } catch (e) {
+    if (e instanceof SyntaxError) throw new WasteError('E_FORMAT', `${file}: not valid JSON (${e.message})`);
+    throw e;
+  }
+}
