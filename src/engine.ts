@@ -20,6 +20,12 @@ import { type CachePolicy, type CacheStats, ExpertCache } from './runtime/cache.
 import { type StreamFiles, openStreamFiles } from './runtime/io.js';
 import { type MemoryPlan, planFor, planMemory } from './runtime/plan.js';
 import { ReaderPool } from './runtime/readers.js';
+import { Session, type SessionHost } from './session.js';
+import { Chat, type ChatOptions } from './generate/chat.js';
+import { type ChatFormat, loadChatFormat } from './tokenizer/chat.js';
+import { loadTokenizer } from './tokenizer/load.js';
+import type { Tokenizer } from './tokenizer/tokenizer.js';
+import { modelIdentity } from './runtime/identity.js';
 import { WasteError } from './util/errors.js';
 
 export interface OpenOptions {
@@ -82,7 +88,9 @@ export const USAGE_FILE = 'usage.waste';
  * A model opened from a container directory: the trunk resident in arenas, the experts streamed
  * from disk into a budgeted cache.
  */
-export class Model {
+export class Model implements SessionHost {
+  /** The model directory (a container, or a HuggingFace checkpoint). */
+  readonly dir: string;
   /** The container (absent when the model was opened from a HuggingFace checkpoint). */
   readonly container: Container | undefined;
   /** Where the weights came from: a container, or a checkpoint (the unquantized reference). */
@@ -93,14 +101,19 @@ export class Model {
   readonly plan: MemoryPlan;
   readonly budget: MemoryBudget;
   readonly cache: ExpertCache | undefined;
-  private readonly net: KimiLinearModel;
+  /** @internal the forward pass (sessions run through it). */
+  readonly net: KimiLinearModel;
   private readonly freeStates: KimiLinearState[] = [];
   private readonly files: StreamFiles | undefined;
   private readonly readers: ReaderPool | undefined;
   private readonly closeSource: (() => void) | undefined;
   private closed = false;
+  private tok: Tokenizer | null | undefined;
+  private chatFmt: ChatFormat | undefined;
+  private digest: Uint8Array | undefined;
 
   private constructor(p: {
+    dir: string;
     container?: Container;
     config: KimiLinearConfig;
     net: KimiLinearModel;
@@ -113,6 +126,7 @@ export class Model {
     readers?: ReaderPool;
     close?: () => void;
   }) {
+    this.dir = p.dir;
     this.container = p.container;
     this.kind = p.container ? 'container' : 'checkpoint';
     this.config = p.config;
@@ -193,7 +207,7 @@ export class Model {
       const record = container.banks.size ? [...container.banks.values()][0].layout : undefined;
       const net = new KimiLinearModel(cfg, { ...weights, arenas }, kernels, cache, container.quant, record, chunk, maxContext);
       net.lookahead = lookahead;
-      const model = new Model({ container, config: cfg, net, kernels, threads, plan, budget, cache, files, readers, close: () => container.close() });
+      const model = new Model({ dir, container, config: cfg, net, kernels, threads, plan, budget, cache, files, readers, close: () => container.close() });
       // the reserved sessions' state, allocated now so the budget covers it from the start
       for (let i = 0; i < sessions; i++) model.freeStates.push(net.newState(maxContext));
       if (cache && opts.preloadExperts) cache.preloadAll();
@@ -230,7 +244,7 @@ export class Model {
       const weights = loadWeights(source, cfg, of, arenas);
       kernels = opts.kernels === 'typescript' ? tsKernels : await WasmKernels.create(threads, arenas, { cfg, chunk });
       const net = new KimiLinearModel(cfg, { ...weights, arenas }, kernels, undefined, undefined, undefined, chunk, maxContext);
-      const model = new Model({ config: cfg, net, kernels, threads, plan, budget, close: () => st.close() });
+      const model = new Model({ dir, config: cfg, net, kernels, threads, plan, budget, close: () => st.close() });
       for (let i = 0; i < sessions; i++) model.freeStates.push(net.newState(maxContext));
       return model;
     } catch (e) {
@@ -248,7 +262,48 @@ export class Model {
     const state = i >= 0 ? this.freeStates.splice(i, 1)[0] : this.net.newState(ctx);
     state.reset();
     state.limit = ctx;
-    return new Session(this.net, state, (s) => this.freeStates.push(s));
+    return new Session(this, state);
+  }
+
+  /** A new sequence for raw continuation (the same as newSession). */
+  session(opts: SessionOptions = {}): Session {
+    return this.newSession(opts);
+  }
+
+  /** A conversation in the model's chat format, on a session of its own. */
+  chat(opts: ChatOptions = {}): Chat {
+    return new Chat(this.newSession(opts), this.tokenizer(), opts.format ?? this.chatFormat(), this.config.eosTokenIds, opts);
+  }
+
+  /** @internal */
+  release(state: KimiLinearState): void {
+    this.freeStates.push(state);
+  }
+
+  /** The model's tokenizer (loaded on first use); a clear error when the directory has none. */
+  tokenizer(): Tokenizer {
+    if (this.tok === undefined) this.tok = loadTokenizer(this.dir) ?? null;
+    if (!this.tok) throw new WasteError('E_UNSUPPORTED', `${this.dir} has no tokenizer (tokenizer.model, tiktoken.model or tokenizer.json), so it runs token ids only`);
+    return this.tok;
+  }
+
+  /** The chat format: chat.json, the Jinja chat template, or Kimi's default. */
+  chatFormat(): ChatFormat {
+    return (this.chatFmt ??= loadChatFormat(this.dir));
+  }
+
+  /** Text to ids: plain mode (control-token strings are ordinary text) unless `markup`. */
+  tokenize(text: string, opts: { markup?: boolean } = {}): number[] {
+    return this.tokenizer().encode(text, opts);
+  }
+
+  detokenize(ids: ArrayLike<number>): string {
+    return this.tokenizer().decode(ids);
+  }
+
+  /** @internal a digest of what the weights are: a saved session loads only into the model it came from. */
+  identity(): Uint8Array {
+    return (this.digest ??= modelIdentity(this.dir, this.kind));
   }
 
   /** Start adding up wall time per phase ("kda", "mla", "moe", "dense", "head", in ms); returns the tally. */
@@ -306,41 +361,5 @@ export class Model {
     await this.readers?.close();
     this.files?.close();
     this.closeSource?.();
-  }
-}
-
-/** One sequence: its recurrent state, latent cache and position. */
-export class Session {
-  private released = false;
-
-  constructor(
-    private readonly net: KimiLinearModel,
-    private readonly state: KimiLinearState,
-    private readonly release: (s: KimiLinearState) => void,
-  ) {}
-
-  /** Tokens consumed so far. */
-  get position(): number {
-    return this.state.pos;
-  }
-
-  /**
-   * Feed tokens and return the logits after the last one (`vocab_size` floats), or after every
-   * one (row after row) with `allLogits`. Works for a prompt (prefill) and for one token (decode).
-   */
-  forward(ids: ArrayLike<number>, opts: { allLogits?: boolean } = {}): Promise<Float32Array> {
-    if (this.released) return Promise.reject(new WasteError('E_STATE', 'the session has been closed'));
-    return this.net.forward(this.state, ids, opts);
-  }
-
-  reset(): void {
-    this.state.reset();
-  }
-
-  /** Give the session's memory back to the model for reuse. */
-  close(): void {
-    if (this.released) return;
-    this.released = true;
-    this.release(this.state);
   }
 }

@@ -7,7 +7,14 @@
  *   const logits = await session.forward([3, 7, 11]);
  *   await model.close();
  */
-export { Model, Session, type OpenOptions, type SessionOptions } from './engine.js';
+export { Model, type OpenOptions, type SessionOptions } from './engine.js';
+export { Session, type SessionGenerateOptions } from './session.js';
+export { Chat, type ChatOptions } from './generate/chat.js';
+export type { GenerateOptions, GeneratedToken, GenerationResult, FinishReason } from './generate/generate.js';
+export type { SamplingOptions } from './generate/sampler.js';
+export type { Tokenizer, TokenDecoder } from './tokenizer/tokenizer.js';
+export { loadTokenizer } from './tokenizer/load.js';
+export type { ChatFormat, ChatMessage } from './tokenizer/chat.js';
 export { WasteError, type WasteErrorCode } from './util/errors.js';
 export type { KimiLinearConfig, LayerKind } from './model/kimi-linear/config.js';
 export type { Kernels } from './kernels/types.js';
@@ -18,3 +25,9 @@ export { writeSyntheticCheckpoint, type CheckpointOptions } from './synth/checkp
 export { convert, type ConvertOptions, type ConvertResult } from './convert/convert.js';
 export type { ConvertSettings } from './convert/plan.js';
 export { measureQuality, type QualityOptions, type QualityReport } from './quality/quality.js';
+
+import { Model as ModelClass, type OpenOptions as Options } from './engine.js';
+/** Open a container (or a HuggingFace checkpoint, in f32) — the same as Model.open. */
+export function open(path: string, opts: Options = {}): Promise<ModelClass> {
+  return ModelClass.open(path, opts);
+}

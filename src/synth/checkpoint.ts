@@ -6,6 +6,19 @@ import { Fields } from '../util/fields.js';
 import { Rng } from '../util/prng.js';
 import { type SynthOptions, prepareDir, synthConfig } from './synth.js';
 import { kimiLinearTensors } from './tensors.js';
+import { rankFileText, synthVocabulary } from './tokenizer.js';
+
+/** A Jinja chat template in the shape of Kimi's (each turn: role marker, role name, middle, content, end). */
+export const KIMI_STYLE_TEMPLATE = [
+  '{%- for m in messages -%}',
+  "{%- if m.role == 'system' -%}<|im_system|>system<|im_middle|>",
+  "{%- elif m.role == 'user' -%}<|im_user|>user<|im_middle|>",
+  "{%- elif m.role == 'assistant' -%}<|im_assistant|>assistant<|im_middle|>",
+  '{%- else -%}<|im_system|>tool<|im_middle|>{%- endif -%}',
+  '{{ m.content }}<|im_end|>',
+  '{%- endfor -%}',
+  '{%- if add_generation_prompt -%}<|im_assistant|>assistant<|im_middle|>{%- endif -%}',
+].join('\n');
 
 /**
  * A random Kimi-Linear checkpoint in HuggingFace format — config.json, bf16 safetensors (one file
@@ -41,19 +54,14 @@ export function writeSyntheticCheckpoint(dir: string, opts: CheckpointOptions = 
   }
   writeSafetensors(dir, tensors, opts.shards ?? 1);
   fs.writeFileSync(path.join(dir, 'config.json'), JSON.stringify(raw, null, 2) + '\n');
-  // a byte-level vocabulary: enough for the converter to copy and for a tokenizer to load
-  const lines: string[] = [];
-  const byteTokens = Math.min(256, cfg.vocab);
-  for (let b = 0; b < byteTokens; b++) lines.push(`${Buffer.from([b]).toString('base64')} ${b}`);
-  fs.writeFileSync(path.join(dir, 'tiktoken.model'), lines.join('\n') + '\n');
+  const voc = synthVocabulary(cfg.vocab);
+  fs.writeFileSync(path.join(dir, 'tiktoken.model'), rankFileText(voc.ranks));
   fs.writeFileSync(
     path.join(dir, 'tokenizer_config.json'),
     JSON.stringify(
       {
-        added_tokens_decoder: Object.fromEntries(
-          ['[BOS]', '[EOS]', '<|im_end|>'].map((t, i) => [String(cfg.vocab - 3 + i), { content: t, special: true }]),
-        ),
-        chat_template: "{% for m in messages %}<|im_{{ m.role }}|>{{ m.content }}<|im_end|>{% endfor %}",
+        added_tokens_decoder: Object.fromEntries(voc.specials.map((t) => [String(t.id), { content: t.text, special: true }])),
+        chat_template: KIMI_STYLE_TEMPLATE,
       },
       null,
       2,

@@ -8,6 +8,7 @@ import { encodeF16 } from '../util/f16.js';
 import { Fields, type JsonObject } from '../util/fields.js';
 import { Rng } from '../util/prng.js';
 import { kimiLinearTensors } from './tensors.js';
+import { rankFileText, synthVocabulary } from './tokenizer.js';
 import { WasteError, fromSystemError } from '../util/errors.js';
 
 /**
@@ -35,6 +36,8 @@ export interface SynthOptions {
   config?: JsonObject;
   /** Replace an existing non-empty directory. */
   force?: boolean;
+  /** Also write a small tokenizer (tokenizer.model, specials.json) so the model takes text. */
+  tokenizer?: boolean;
   onProgress?: (done: number, total: number) => void;
 }
 
@@ -125,6 +128,12 @@ export function synthConfig(opts: SynthOptions): JsonObject {
 /** Write a synthetic container into `dir`; returns its parsed config. */
 export function writeSyntheticContainer(dir: string, opts: SynthOptions = {}): KimiLinearConfig {
   const rawCfg = synthConfig(opts);
+  const voc = opts.tokenizer ? synthVocabulary(rawCfg.vocab_size as number) : undefined;
+  if (voc) {
+    const id = (t: string) => voc.specials.find((s) => s.text === t)?.id ?? null;
+    rawCfg.bos_token_id = id('[BOS]');
+    rawCfg.eos_token_id = id('[EOS]');
+  }
   const cfg = parseKimiLinearConfig(Fields.root('synthetic config', rawCfg));
   const rng = new Rng(opts.seed ?? 0);
   const formats = opts.trunkFormats ?? (opts.shape === 'kimi-linear' ? 'converter' : 'mixed');
@@ -229,6 +238,10 @@ export function writeSyntheticContainer(dir: string, opts: SynthOptions = {}): K
     layers,
     trunk: trunk.index,
   };
+  if (voc) {
+    writeFileAtomic(path.join(dir, 'tokenizer.model'), rankFileText(voc.ranks));
+    writeFileAtomic(path.join(dir, 'specials.json'), JSON.stringify(voc.specials, null, 1) + '\n');
+  }
   // The manifest is the commit record: written last, atomically.
   writeFileAtomic(path.join(dir, 'manifest.json'), JSON.stringify(manifest, null, 1) + '\n');
   return cfg;

@@ -17,10 +17,11 @@ export function registerSynth(program: Command): void {
       new Option('--trunk-formats <how>', 'converter: what waste convert writes; mixed: every matrix format in turn; f32: all F32 (default: converter for kimi-linear, mixed for tiny)')
         .choices(['converter', 'mixed', 'f32']),
     )
+    .option('--no-tokenizer', 'leave out the small tokenizer (then the model takes token ids only)')
     .option('--force', 'replace a non-empty output directory', false)
     .option('-q, --quiet', 'no progress output', false)
     .action(
-      (out: string, o: { shape: ShapeName; layers?: number; experts?: number; seed: number; trunkFormats?: 'converter' | 'mixed' | 'f32'; force: boolean; quiet: boolean }) => {
+      (out: string, o: { shape: ShapeName; layers?: number; experts?: number; seed: number; trunkFormats?: 'converter' | 'mixed' | 'f32'; tokenizer: boolean; force: boolean; quiet: boolean }) => {
         const bar = new Progress('synth', 1, o.quiet);
         const cfg = writeSyntheticContainer(out, {
           shape: o.shape,
@@ -29,6 +30,7 @@ export function registerSynth(program: Command): void {
           seed: o.seed,
           trunkFormats: o.trunkFormats,
           force: o.force,
+          tokenizer: o.tokenizer,
           onProgress: (done, total) => {
             bar.total = total;
             bar.update(done);

@@ -1,0 +1,118 @@
+import type { TokenDecoder } from '../tokenizer/tokenizer.js';
+import { WasteError } from '../util/errors.js';
+import { type SamplingOptions, Sampler, topLogprobs } from './sampler.js';
+import { StopMatcher } from './stop.js';
+
+export interface GenerateOptions extends SamplingOptions {
+  /** Most tokens to generate (default 256). */
+  maxTokens?: number;
+  /** Stop when the text produces one of these (the stop string is not included). */
+  stop?: string[];
+  /** Ids that end generation besides the model's end-of-sequence ids (not included in the text). */
+  stopTokens?: number[];
+  /** Also report this many most likely tokens at each step, with log-probabilities (0 = off). */
+  topLogprobs?: number;
+  /** Stops generation within one token; the session stays usable. */
+  signal?: AbortSignal;
+}
+
+/** One generated token: its id, the text it completes (may be empty), its log-probability. */
+export interface GeneratedToken {
+  token: number;
+  text: string;
+  logprob: number;
+  top?: { token: number; logprob: number }[];
+}
+
+export type FinishReason = 'stop' | 'length' | 'context' | 'aborted';
+
+export interface GenerationResult {
+  text: string;
+  tokens: number[];
+  finish: FinishReason;
+  promptTokens: number;
+  /** Seconds of prefill and of generation. */
+  prefillSeconds: number;
+  generateSeconds: number;
+}
+
+/** What the loop needs of a session: feed tokens and get the logits after the last. */
+export interface Feedable {
+  readonly position: number;
+  readonly limit: number;
+  readonly history: readonly number[];
+  feed(ids: number[]): Promise<Float32Array>;
+  /** Logits after the last token fed (when the prompt is empty). */
+  readonly lastLogits: Float32Array | undefined;
+}
+
+/**
+ * The generation loop. The prompt is fed, then each sampled token is reported and fed in turn, so
+ * that when the loop ends the session has consumed every token it reported — a stop token, a
+ * reply cut by a stop string, an aborted one — and the next call continues from there.
+ */
+export async function* generateTokens(
+  session: Feedable,
+  prompt: number[],
+  opts: GenerateOptions,
+  decoder: TokenDecoder,
+  endIds: readonly number[],
+): AsyncGenerator<GeneratedToken, GenerationResult> {
+  const maxTokens = opts.maxTokens ?? 256;
+  if (!(Number.isInteger(maxTokens) && maxTokens >= 1)) throw new WasteError('E_ARG', `max tokens must be a positive integer (got ${opts.maxTokens})`);
+  const nTop = opts.topLogprobs ?? 0;
+  if (!(Number.isInteger(nTop) && nTop >= 0 && nTop <= 100)) throw new WasteError('E_ARG', `top logprobs must be an integer in 0..100 (got ${opts.topLogprobs})`);
+  if (session.position + prompt.length + 1 > session.limit)
+    throw new WasteError('E_ARG', `the prompt (${prompt.length} tokens after ${session.position}) does not fit the context of ${session.limit} with room to answer`);
+  const sampler = new Sampler(opts);
+  const ends = new Set([...endIds, ...(opts.stopTokens ?? [])]);
+  const stops = new StopMatcher(opts.stop ?? []);
+  const t0 = performance.now();
+  let logits: Float32Array;
+  if (prompt.length) logits = await session.feed(prompt);
+  else if (session.lastLogits) logits = session.lastLogits;
+  else throw new WasteError('E_ARG', 'nothing to continue from: give a prompt');
+  const t1 = performance.now();
+
+  const tokens: number[] = [];
+  let text = '';
+  let finish: FinishReason = 'length';
+  let unfed: number | undefined;
+  try {
+    for (let i = 0; i < maxTokens; i++) {
+      if (opts.signal?.aborted) {
+        finish = 'aborted';
+        break;
+      }
+      const s = sampler.sample(logits, session.history, tokens);
+      tokens.push(s.token);
+      const end = ends.has(s.token);
+      const shown = end ? '' : stops.push(decoder.push(s.token));
+      text += shown;
+      unfed = s.token;
+      yield { token: s.token, text: shown, logprob: s.logprob, ...(nTop ? { top: topLogprobs(logits, nTop) } : {}) };
+      if (session.position + 1 > session.limit) {
+        // no room to feed it: the reply ends here, the token reported but not consumed
+        unfed = undefined;
+        tokens.pop();
+        finish = 'context';
+        break;
+      }
+      unfed = undefined;
+      logits = await session.feed([s.token]);
+      if (end || stops.done) {
+        finish = 'stop';
+        break;
+      }
+    }
+  } finally {
+    // the consumer stopped early: consume the token it was shown, so the session matches what it saw
+    if (unfed !== undefined) await session.feed([unfed]);
+  }
+  if (!stops.done) {
+    const tail = stops.push(decoder.flush()) + stops.flush();
+    text += tail;
+    if (tail) yield { token: -1, text: tail, logprob: 0 };
+  }
+  return { text, tokens, finish, promptTokens: prompt.length, prefillSeconds: (t1 - t0) / 1000, generateSeconds: (performance.now() - t1) / 1000 };
+}

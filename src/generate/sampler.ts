@@ -1,0 +1,149 @@
+import { WasteError } from '../util/errors.js';
+import { Rng } from '../util/prng.js';
+
+/**
+ * Sampling options. Temperature 0 (the default) is greedy: the most likely token, the lowest id on a
+ * tie. Otherwise the penalties adjust the logits, then top-k, min-p and top-p narrow the candidates
+ * and one is drawn with a generator seeded by `seed`: the same seed and logits give the same token.
+ */
+export interface SamplingOptions {
+  temperature?: number;
+  /** Keep the k most likely tokens (0 = off). */
+  topK?: number;
+  /** Keep the smallest set of most likely tokens whose probability reaches p (1 = off). */
+  topP?: number;
+  /** Drop tokens less likely than minP × the most likely one's probability (0 = off). */
+  minP?: number;
+  /** Divide (multiply, if negative) the logit of every token already in the context (1 = off). */
+  repetitionPenalty?: number;
+  /** Subtract from the logit of every token generated so far (OpenAI's presence_penalty). */
+  presencePenalty?: number;
+  /** Subtract this × its count from the logit of every token generated so far (frequency_penalty). */
+  frequencyPenalty?: number;
+  seed?: number;
+}
+
+export interface Sampled {
+  token: number;
+  /** log P(token) under the model's distribution (the logits before penalties and temperature). */
+  logprob: number;
+}
+
+/** Tokens far below the best one are left out of the candidates: e^-30 of its probability or less. */
+const NEGLIGIBLE = 30;
+
+export class Sampler {
+  private readonly rng: Rng;
+  private readonly temperature: number;
+  private readonly topK: number;
+  private readonly topP: number;
+  private readonly minP: number;
+  private readonly repetition: number;
+  private readonly presence: number;
+  private readonly frequency: number;
+
+  constructor(opts: SamplingOptions = {}) {
+    const num = (v: number | undefined, def: number, lo: number, hi: number, what: string) => {
+      const x = v ?? def;
+      if (!(Number.isFinite(x) && x >= lo && x <= hi)) throw new WasteError('E_ARG', `${what} must be in ${lo}..${hi} (got ${v})`);
+      return x;
+    };
+    this.temperature = num(opts.temperature, 0, 0, 100, 'temperature');
+    this.topK = num(opts.topK, 0, 0, 2 ** 31, 'top-k');
+    if (!Number.isInteger(this.topK)) throw new WasteError('E_ARG', `top-k must be an integer (got ${opts.topK})`);
+    this.topP = num(opts.topP, 1, 0, 1, 'top-p');
+    if (this.topP === 0) throw new WasteError('E_ARG', 'top-p must be above 0');
+    this.minP = num(opts.minP, 0, 0, 1, 'min-p');
+    this.repetition = num(opts.repetitionPenalty, 1, 0.01, 100, 'repetition penalty');
+    this.presence = num(opts.presencePenalty, 0, -2, 2, 'presence penalty');
+    this.frequency = num(opts.frequencyPenalty, 0, -2, 2, 'frequency penalty');
+    const seed = opts.seed ?? 0;
+    if (!(Number.isInteger(seed) && seed >= 0 && seed < 2 ** 32)) throw new WasteError('E_ARG', `seed must be an integer in 0..${2 ** 32 - 1} (got ${seed})`);
+    this.rng = new Rng(seed);
+  }
+
+  /**
+   * Pick the next token from `logits` (not modified). `context` is every token the model has seen
+   * (for the repetition penalty), `generated` the ones it produced in this reply (for presence and
+   * frequency).
+   */
+  sample(logits: Float32Array, context: ArrayLike<number> = [], generated: ArrayLike<number> = []): Sampled {
+    const V = logits.length;
+    const lse = logSumExp(logits);
+    let adj: Float32Array | Float64Array = logits;
+    if (this.repetition !== 1 || this.presence !== 0 || this.frequency !== 0) {
+      const a = Float64Array.from(logits);
+      if (this.repetition !== 1) {
+        const seen = new Set<number>();
+        for (let i = 0; i < context.length; i++) seen.add(context[i]);
+        for (const t of seen) if (t >= 0 && t < V) a[t] = a[t] > 0 ? a[t] / this.repetition : a[t] * this.repetition;
+      }
+      if (this.presence !== 0 || this.frequency !== 0) {
+        const count = new Map<number, number>();
+        for (let i = 0; i < generated.length; i++) count.set(generated[i], (count.get(generated[i]) ?? 0) + 1);
+        for (const [t, n] of count) if (t >= 0 && t < V) a[t] -= this.presence + this.frequency * n;
+      }
+      adj = a;
+    }
+    let best = 0;
+    for (let i = 1; i < V; i++) if (adj[i] > adj[best]) best = i;
+    if (this.temperature === 0 || this.topK === 1) return { token: best, logprob: logits[best] - lse };
+
+    // candidates: every token within reach of the best, most likely first (the lower id on a tie)
+    const floor = adj[best] - NEGLIGIBLE * this.temperature;
+    let cand: number[] = [];
+    for (let i = 0; i < V; i++) if (adj[i] >= floor) cand.push(i);
+    cand.sort((x, y) => adj[y] - adj[x] || x - y);
+    if (this.topK > 0 && cand.length > this.topK) cand = cand.slice(0, this.topK);
+    const p = cand.map((i) => Math.exp((adj[i] - adj[best]) / this.temperature));
+    let n = p.length;
+    if (this.minP > 0) while (n > 1 && p[n - 1] < this.minP * p[0]) n--;
+    let total = 0;
+    for (let i = 0; i < n; i++) total += p[i];
+    if (this.topP < 1) {
+      let cum = 0;
+      for (let i = 0; i < n; i++) {
+        cum += p[i];
+        if (cum >= this.topP * total) {
+          n = i + 1;
+          total = cum;
+          break;
+        }
+      }
+    }
+    let r = this.rng.float() * total;
+    let pick = cand[n - 1];
+    for (let i = 0; i < n; i++) {
+      r -= p[i];
+      if (r < 0) {
+        pick = cand[i];
+        break;
+      }
+    }
+    return { token: pick, logprob: logits[pick] - lse };
+  }
+}
+
+export function logSumExp(x: ArrayLike<number>): number {
+  let m = -Infinity;
+  for (let i = 0; i < x.length; i++) if (x[i] > m) m = x[i];
+  let s = 0;
+  for (let i = 0; i < x.length; i++) s += Math.exp(x[i] - m);
+  return m + Math.log(s);
+}
+
+/** The n most likely tokens and their log-probabilities under the model's distribution. */
+export function topLogprobs(logits: Float32Array, n: number): { token: number; logprob: number }[] {
+  const lse = logSumExp(logits);
+  const top: number[] = [];
+  for (let i = 0; i < logits.length; i++) {
+    if (top.length < n) {
+      top.push(i);
+      top.sort((a, b) => logits[b] - logits[a] || a - b);
+    } else if (logits[i] > logits[top[n - 1]]) {
+      top[n - 1] = i;
+      top.sort((a, b) => logits[b] - logits[a] || a - b);
+    }
+  }
+  return top.map((t) => ({ token: t, logprob: logits[t] - lse }));
+}

@@ -1,0 +1,140 @@
+import * as fs from 'node:fs';
+import { writeFileAtomic } from './container/write.js';
+import { type GenerateOptions, type GeneratedToken, type GenerationResult, generateTokens } from './generate/generate.js';
+import type { KimiLinearConfig } from './model/kimi-linear/config.js';
+import type { KimiLinearModel } from './model/kimi-linear/forward.js';
+import type { KimiLinearState } from './model/kimi-linear/state.js';
+import { decodeState, encodeState } from './model/kimi-linear/state-file.js';
+import type { Tokenizer } from './tokenizer/tokenizer.js';
+import { WasteError, fromSystemError } from './util/errors.js';
+
+/** What a session needs from its model (kept narrow so the model can hand it out). */
+export interface SessionHost {
+  readonly net: KimiLinearModel;
+  readonly config: KimiLinearConfig;
+  /** The model's tokenizer; throws a clear error when it has none. */
+  tokenizer(): Tokenizer;
+  /** A digest of the model's weights and shapes: a saved session loads only into the same model. */
+  identity(): Uint8Array;
+  release(state: KimiLinearState): void;
+}
+
+export interface SessionGenerateOptions extends GenerateOptions {
+  /** Parse control-token strings in a text prompt (default: plain text, where they are ordinary text). */
+  markup?: boolean;
+}
+
+/**
+ * One sequence: its recurrent state, latent cache, position and the tokens it has consumed. Feed it
+ * ids (`forward`) or let it continue text (`generate`); save it to a file and load it back to
+ * continue exactly where it stopped.
+ */
+export class Session {
+  private released = false;
+  private tokens: number[] = [];
+  private last: Float32Array | undefined;
+
+  constructor(
+    private readonly host: SessionHost,
+    private readonly state: KimiLinearState,
+  ) {}
+
+  /** Tokens consumed so far. */
+  get position(): number {
+    return this.state.pos;
+  }
+
+  /** Positions this session may hold. */
+  get limit(): number {
+    return this.state.limit;
+  }
+
+  /** Every token consumed, in order. */
+  get history(): readonly number[] {
+    return this.tokens;
+  }
+
+  /** The logits after the last token consumed (undefined before the first). */
+  get lastLogits(): Float32Array | undefined {
+    return this.last;
+  }
+
+  /**
+   * Feed tokens and return the logits after the last one (`vocab_size` floats), or after every
+   * one (row after row) with `allLogits`. Works for a prompt (prefill) and for one token (decode).
+   */
+  async forward(ids: ArrayLike<number>, opts: { allLogits?: boolean } = {}): Promise<Float32Array> {
+    if (this.released) throw new WasteError('E_STATE', 'the session has been closed');
+    const logits = await this.host.net.forward(this.state, ids, opts);
+    for (let i = 0; i < ids.length; i++) this.tokens.push(ids[i]);
+    const V = this.host.config.vocab;
+    this.last = opts.allLogits ? logits.slice(logits.length - V) : logits;
+    return logits;
+  }
+
+  /** The generation loop's view: feed ids, get the last logits. */
+  feed(ids: number[]): Promise<Float32Array> {
+    return this.forward(ids);
+  }
+
+  /**
+   * Continue the sequence: `prompt` (text, tokenized in plain mode unless `markup`, or ids) is fed,
+   * then tokens are sampled until an end-of-sequence id, a stop string, `maxTokens`, the end of the
+   * context or the signal. Yields each token with the text it completes; returns the whole reply.
+   */
+  generate(prompt: string | number[], opts: SessionGenerateOptions = {}): AsyncGenerator<GeneratedToken, GenerationResult> {
+    const tok = this.host.tokenizer();
+    const ids = typeof prompt === 'string' ? tok.encode(prompt, { markup: opts.markup }) : prompt;
+    return generateTokens(this, ids, opts, tok.decoder(), this.host.config.eosTokenIds);
+  }
+
+  reset(): void {
+    this.state.reset();
+    this.tokens = [];
+    this.last = undefined;
+  }
+
+  /**
+   * Save the state and history to `file` (atomically: an old file is replaced only by a whole new
+   * one), with `data` of the caller's own (a chat saves its messages there).
+   */
+  save(file: string, data: unknown = null): void {
+    if (this.released) throw new WasteError('E_STATE', 'the session has been closed');
+    const meta = new TextEncoder().encode(JSON.stringify(data));
+    writeFileAtomic(file, encodeState(this.host.config, this.state, this.tokens, this.last, meta, this.host.identity()));
+  }
+
+  /**
+   * Load a saved session into this one. The file is checked first (its format, the model that
+   * saved it, every size, its checksum); on any fault this session is left as it was. Returns the
+   * data saved with it.
+   */
+  load(file: string, check: (data: unknown) => void = () => {}): unknown {
+    if (this.released) throw new WasteError('E_STATE', 'the session has been closed');
+    let data: Uint8Array;
+    try {
+      data = fs.readFileSync(file);
+    } catch (e) {
+      throw fromSystemError(file, e);
+    }
+    let saved: unknown;
+    const { history, logits } = decodeState(this.host.config, this.state, data, this.host.identity(), file, (meta) => {
+      try {
+        saved = JSON.parse(new TextDecoder().decode(meta));
+      } catch {
+        throw new WasteError('E_FORMAT', `${file}: its session data is not JSON`);
+      }
+      check(saved);
+    });
+    this.tokens = history;
+    this.last = logits;
+    return saved;
+  }
+
+  /** Give the session's memory back to the model for reuse. */
+  close(): void {
+    if (this.released) return;
+    this.released = true;
+    this.host.release(this.state);
+  }
+}

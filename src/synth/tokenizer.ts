@@ -1,0 +1,51 @@
+/**
+ * A small tiktoken-style vocabulary for synthetic models: the 256 single bytes, then merges of
+ * common English pairs (learned greedily from a fixed sentence, so the same every time), then
+ * Kimi's chat control tokens at the top ids. Enough for text to round-trip and for chat formats
+ * to be exercised; the model's weights are random, so its text is not meant to read well.
+ */
+export const SYNTH_SPECIALS = ['[BOS]', '[EOS]', '<|im_end|>', '<|im_user|>', '<|im_assistant|>', '<|im_system|>', '<|im_middle|>'];
+
+const CORPUS =
+  'the quick brown fox jumps over the lazy dog and then the dog sleeps in the sun while the fox runs into the forest; ' +
+  'hello world, this is a test of the synthetic tokenizer. it is used to check that text in gives text out.';
+
+export function synthVocabulary(vocab: number): { ranks: Uint8Array[]; specials: { id: number; text: string }[] } {
+  const nSpecial = Math.min(SYNTH_SPECIALS.length, Math.max(0, vocab - 256));
+  const ranks: Uint8Array[] = [];
+  for (let b = 0; b < 256; b++) ranks.push(Uint8Array.of(b));
+  // greedy BPE training on the corpus: merge the most frequent adjacent pair, repeat
+  let seq: string[] = [...CORPUS];
+  const known = new Set<string>(seq);
+  while (ranks.length < vocab - nSpecial) {
+    const count = new Map<string, number>();
+    for (let i = 0; i + 1 < seq.length; i++) {
+      const p = seq[i] + '\u0000' + seq[i + 1];
+      count.set(p, (count.get(p) ?? 0) + 1);
+    }
+    let best = '';
+    let n = 1;
+    for (const [p, c] of count) if (c > n || (c === n && best && p < best)) [best, n] = [p, c];
+    if (!best) break;
+    const [a, b] = best.split('\u0000');
+    const merged = a + b;
+    const next: string[] = [];
+    for (let i = 0; i < seq.length; i++)
+      if (i + 1 < seq.length && seq[i] === a && seq[i + 1] === b) {
+        next.push(merged);
+        i++;
+      } else next.push(seq[i]);
+    seq = next;
+    if (!known.has(merged)) {
+      known.add(merged);
+      ranks.push(new Uint8Array(Buffer.from(merged, 'latin1')));
+    }
+  }
+  const base = ranks.length;
+  return { ranks, specials: SYNTH_SPECIALS.slice(0, nSpecial).map((text, i) => ({ id: base + i, text })) };
+}
+
+/** The vocabulary as a tiktoken.model file. */
+export function rankFileText(ranks: Uint8Array[]): string {
+  return ranks.map((b, i) => `${Buffer.from(b).toString('base64')} ${i}`).join('\n') + '\n';
+}
