@@ -259,7 +259,17 @@ export class Model implements SessionHost {
     if (this.closed) throw new WasteError('E_STATE', 'the model has been closed');
     const ctx = opts.maxContext ?? this.net.maxContext;
     const i = this.freeStates.findIndex((s) => s.maxContext >= ctx);
-    const state = i >= 0 ? this.freeStates.splice(i, 1)[0] : this.net.newState(ctx);
+    let state: KimiLinearState;
+    if (i >= 0) state = this.freeStates.splice(i, 1)[0];
+    else {
+      try {
+        state = this.net.newState(ctx);
+      } catch (e) {
+        if (e instanceof WasteError && e.code === 'E_STATE' && /RAM budget/.test(e.message))
+          throw new WasteError('E_STATE', `no memory for another session (${e.message}): close a session first, or open the model with { sessions: N } to reserve room for N at once`);
+        throw e;
+      }
+    }
     state.reset();
     state.limit = ctx;
     return new Session(this, state);

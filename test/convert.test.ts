@@ -335,6 +335,16 @@ describe('waste quality', () => {
     const j = JSON.parse(cli.stdout);
     assert.equal(j.scored, q4.scored);
     assert.equal(j.kl.mean, q4.kl.mean);
+    // --text: the checkpoint's tokenizer turns the text into the same kind of ids
+    const textFile = path.join(dir, 'eval.txt');
+    fs.writeFileSync(textFile, 'the quick brown fox jumps over the lazy dog. '.repeat(12));
+    const byText = spawnSync(process.execPath, [BIN, 'quality', src, path.join(dir, 'q4'), '--text', textFile, '--ctx', '64', '--json', '-q'], { encoding: 'utf8' });
+    assert.equal(byText.status, 0, byText.stderr);
+    const tokenized = JSON.parse(spawnSync(process.execPath, [BIN, 'tokenize', src, '--file', textFile, '--json'], { encoding: 'utf8' }).stdout) as number[];
+    assert.equal(JSON.parse(byText.stdout).windows, Math.floor(tokenized.length / 64));
+    fs.writeFileSync(idsFile, tokenized.join(' '));
+    const sameIds = spawnSync(process.execPath, [BIN, 'quality', src, path.join(dir, 'q4'), '--ids-file', idsFile, '--ctx', '64', '--json', '-q'], { encoding: 'utf8' });
+    assert.deepEqual(JSON.parse(sameIds.stdout).kl, JSON.parse(byText.stdout).kl);
     fs.writeFileSync(idsFile, '1 2 x3');
     const bad = spawnSync(process.execPath, [BIN, 'quality', src, path.join(dir, 'q4'), '--ids-file', idsFile], { encoding: 'utf8' });
     assert.equal(bad.status, 2);

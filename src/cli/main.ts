@@ -1,6 +1,10 @@
 import { Command, CommanderError } from 'commander';
 import { WasteError } from '../util/errors.js';
 import { registerBench } from './commands/bench.js';
+import { registerChat } from './commands/chat.js';
+import { registerEval } from './commands/eval.js';
+import { registerRun } from './commands/run.js';
+import { registerTokenize } from './commands/tokenize.js';
 import { registerConvert } from './commands/convert.js';
 import { registerInfo } from './commands/info.js';
 import { registerLogits } from './commands/logits.js';
@@ -18,6 +22,10 @@ export async function main(argv: string[]): Promise<number> {
     .showHelpAfterError('(run with --help for usage)')
     .configureHelp({ showGlobalOptions: true })
     .exitOverride();
+  registerRun(program);
+  registerChat(program);
+  registerEval(program);
+  registerTokenize(program);
   registerInfo(program);
   registerLogits(program);
   registerPlan(program);

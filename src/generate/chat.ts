@@ -86,6 +86,11 @@ export class Chat {
     this.last = undefined;
   }
 
+  /** Give the session back to the model. */
+  close(): void {
+    this.session.close();
+  }
+
   /** Save the session and the conversation to `file`. */
   save(file: string): void {
     this.session.save(file, { chat: 1, messages: this.messages });

@@ -3,6 +3,7 @@ import type { Command } from 'commander';
 import { measureQuality, type QualityReport } from '../../quality/quality.js';
 import { WasteError, fromSystemError } from '../../util/errors.js';
 import { table } from '../../bench/measure.js';
+import { requireTokenizer } from '../../tokenizer/load.js';
 import { intArg } from '../args.js';
 import { Progress } from '../progress.js';
 
@@ -12,14 +13,16 @@ export function registerQuality(program: Command): void {
     .description('compare a container with the unquantized checkpoint it came from: KL divergence of next-token distributions, top-1 agreement, perplexity of both, router agreement per layer')
     .argument('<hf_dir>', 'the HuggingFace checkpoint (the reference, run in f32)')
     .argument('<container>', 'the container converted from it')
-    .requiredOption('--ids-file <file>', 'token ids of the evaluation text, separated by spaces, commas or newlines')
+    .option('--text <file>', "the evaluation text (tokenized with the checkpoint's tokenizer, plain mode)")
+    .option('--ids-file <file>', 'or its token ids, separated by spaces, commas or newlines')
     .option('--ctx <n>', 'window length in tokens; the second half of each window is scored', intArg(4, 1 << 20), 512)
     .option('--windows <n>', 'score at most this many windows', intArg(1))
     .option('--threads <n>', 'threads for each model', intArg(1, 256))
     .option('--json', 'print the report as JSON', false)
     .option('-q, --quiet', 'no progress output', false)
-    .action(async (ref: string, container: string, o: { idsFile: string; ctx: number; windows?: number; threads?: number; json: boolean; quiet: boolean }) => {
-      const ids = readIds(o.idsFile);
+    .action(async (ref: string, container: string, o: { text?: string; idsFile?: string; ctx: number; windows?: number; threads?: number; json: boolean; quiet: boolean }) => {
+      if ((o.text === undefined) === (o.idsFile === undefined)) throw new WasteError('E_ARG', 'give the evaluation text with --text FILE or its ids with --ids-file FILE');
+      const ids = o.text !== undefined ? requireTokenizer(ref).encode(readText(o.text)) : readIds(o.idsFile!);
       const bar = new Progress('quality', 1, o.quiet);
       const r = await measureQuality(ref, container, ids, {
         ctx: o.ctx,
@@ -33,6 +36,14 @@ export function registerQuality(program: Command): void {
       bar.done();
       process.stdout.write(o.json ? JSON.stringify(r, null, 2) + '\n' : render(r));
     });
+}
+
+function readText(file: string): string {
+  try {
+    return fs.readFileSync(file, 'utf8');
+  } catch (e) {
+    throw fromSystemError(file, e);
+  }
 }
 
 function readIds(file: string): number[] {

@@ -1,0 +1,122 @@
+import * as readline from 'node:readline';
+import type { Command } from 'commander';
+import { Model } from '../../engine.js';
+import type { Chat } from '../../generate/chat.js';
+import { WasteError } from '../../util/errors.js';
+import { formatSize } from '../../util/size.js';
+import { type EngineFlags, addEngineOptions, openOptions } from '../engine-options.js';
+import { type GenerateFlags, addGenerateOptions, generateOptions, statsLine } from '../generate-options.js';
+
+const HELP = `commands: /reset (forget the conversation)  /save FILE  /load FILE  /stats  /help  /quit
+Ctrl-C stops a reply; Ctrl-D (or /quit) leaves.`;
+
+export function registerChat(program: Command): void {
+  addGenerateOptions(
+    addEngineOptions(
+      program
+        .command('chat')
+        .description("talk to a model in its chat format; the conversation's state carries over from turn to turn")
+        .argument('<model>', 'container directory')
+        .option('--system <text>', 'a system message that opens the conversation'),
+    ),
+  ).action(async (model: string, o: EngineFlags & GenerateFlags & { system?: string }) => {
+    const m = await Model.open(model, openOptions(o));
+    const chat = m.chat({ system: o.system });
+    const gen = generateOptions(o);
+    const tty = Boolean(process.stdin.isTTY);
+    const rl = readline.createInterface({ input: process.stdin, output: process.stdout, terminal: tty, historySize: 1000 });
+    let replying: AbortController | undefined;
+    const interrupt = () => {
+      if (replying) replying.abort();
+      else if (tty) {
+        process.stdout.write('\n(Ctrl-D or /quit leaves)\n');
+        rl.prompt();
+      } else rl.close();
+    };
+    rl.on('SIGINT', interrupt);
+    process.on('SIGINT', interrupt);
+    process.stderr.write(`waste chat: ${model} (chat format: ${chat.format.source}). /help for commands.\n`);
+    let last = '';
+    try {
+      rl.setPrompt('> ');
+      if (tty) rl.prompt();
+      for await (const line of rl) {
+        const text = line.trim();
+        if (text.startsWith('/')) {
+          if (await command(text, chat, m, last)) break;
+        } else if (text) {
+          const before = m.stats();
+          const t0 = performance.now();
+          replying = new AbortController();
+          try {
+            for await (const piece of chat.send(line, { ...gen, signal: replying.signal })) process.stdout.write(piece);
+            const r = chat.last!;
+            last = statsLine(m, before, r.tokens.length, (performance.now() - t0) / 1000);
+            process.stdout.write(r.finish === 'aborted' ? ' [stopped]\n' : '\n');
+            if (r.finish === 'context') process.stderr.write('(the context is full: /reset to start over, or use a larger --ctx)\n');
+          } catch (e) {
+            process.stdout.write('\n');
+            report(e);
+          } finally {
+            replying = undefined;
+          }
+        }
+        if (tty) rl.prompt();
+      }
+    } finally {
+      process.off('SIGINT', interrupt);
+      rl.close();
+      await m.close();
+    }
+  });
+}
+
+/** A slash command; true to leave. */
+async function command(text: string, chat: Chat, m: Model, last: string): Promise<boolean> {
+  const [cmd, ...rest] = text.split(/\s+/);
+  const arg = rest.join(' ');
+  try {
+    switch (cmd) {
+      case '/quit':
+      case '/exit':
+        return true;
+      case '/help':
+        process.stdout.write(`${HELP}\n`);
+        break;
+      case '/reset':
+        chat.reset();
+        process.stdout.write('(conversation cleared)\n');
+        break;
+      case '/save':
+        if (!arg) throw new WasteError('E_ARG', '/save needs a file name');
+        chat.save(arg);
+        process.stdout.write(`(saved ${chat.session.position} tokens to ${arg})\n`);
+        break;
+      case '/load':
+        if (!arg) throw new WasteError('E_ARG', '/load needs a file name');
+        chat.load(arg);
+        process.stdout.write(`(loaded ${chat.messages.length} messages, ${chat.session.position} tokens, from ${arg})\n`);
+        break;
+      case '/stats': {
+        const s = m.stats();
+        process.stdout.write(
+          `${chat.session.position} tokens in the conversation; last reply ${last || '(none yet)'}\n` +
+            `experts: ${s.hits} hits, ${s.misses} misses (${(100 * s.hitRate).toFixed(1)} %), ${(s.bytesRead / 1e9).toFixed(2)} GB read; ` +
+            `memory ${formatSize(s.allocatedBytes)} of a ${formatSize(s.budgetBytes)} budget\n`,
+        );
+        break;
+      }
+      default:
+        throw new WasteError('E_ARG', `unknown command ${cmd} (/help lists them)`);
+    }
+  } catch (e) {
+    report(e);
+  }
+  return false;
+}
+
+/** A failed turn or command is reported and the conversation goes on. */
+function report(e: unknown): void {
+  if (e instanceof WasteError) process.stderr.write(`waste: ${e.message}\n`);
+  else throw e;
+}

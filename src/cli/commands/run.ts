@@ -1,0 +1,105 @@
+import * as fs from 'node:fs';
+import type { Command } from 'commander';
+import { Model } from '../../engine.js';
+import type { GenerationResult } from '../../generate/generate.js';
+import { WasteError, fromSystemError } from '../../util/errors.js';
+import { type EngineFlags, addEngineOptions, openOptions } from '../engine-options.js';
+import { type GenerateFlags, addGenerateOptions, generateOptions, statsLine } from '../generate-options.js';
+
+interface RunFlags extends EngineFlags, GenerateFlags {
+  file?: string;
+  raw: boolean;
+  markup: boolean;
+  system?: string;
+  quiet: boolean;
+  json: boolean;
+  learn: boolean;
+}
+
+export function registerRun(program: Command): void {
+  addGenerateOptions(
+    addEngineOptions(
+      program
+        .command('run')
+        .description("generate a reply to a prompt (in the model's chat format; --raw continues the text as written), streaming it to stdout")
+        .argument('<model>', 'container directory')
+        .argument('[prompt]', 'the prompt (or --file F, or standard input)')
+        .option('--file <file>', 'read the prompt from a file (- for standard input)')
+        .option('--raw', 'no chat format: continue the prompt as written (it is echoed first)', false)
+        .option('--markup', 'with --raw: control-token strings in the prompt become control tokens', false)
+        .option('--system <text>', 'a system message (chat format only)')
+        .option('--learn', "save the experts the cache holds afterwards to the container's usage.waste", false)
+        .option('--json', 'print the reply and its statistics as JSON instead of streaming', false)
+        .option('-q, --quiet', 'print only the reply (no statistics line)', false),
+    ),
+  ).action(async (model: string, promptArg: string | undefined, o: RunFlags) => {
+    const prompt = readPrompt(promptArg, o.file);
+    const m = await Model.open(model, openOptions(o));
+    try {
+      const ac = new AbortController();
+      const onInt = () => ac.abort();
+      process.on('SIGINT', onInt);
+      const before = m.stats();
+      const t0 = performance.now();
+      const gen = generateOptions(o);
+      let result: GenerationResult;
+      const out = (s: string) => {
+        if (!o.json) process.stdout.write(s);
+      };
+      try {
+        if (o.raw) {
+          out(prompt);
+          const session = m.session();
+          const it = session.generate(prompt, { ...gen, markup: o.markup, signal: ac.signal });
+          for (;;) {
+            const r = await it.next();
+            if (r.done) {
+              result = r.value;
+              break;
+            }
+            out(r.value.text);
+          }
+        } else {
+          const chat = m.chat({ system: o.system });
+          const it = chat.send(prompt, { ...gen, signal: ac.signal });
+          for (;;) {
+            const r = await it.next();
+            if (r.done) {
+              result = r.value;
+              break;
+            }
+            out(r.value);
+          }
+        }
+      } finally {
+        process.off('SIGINT', onInt);
+      }
+      const seconds = (performance.now() - t0) / 1000;
+      if (o.learn) m.saveUsage();
+      if (o.json) {
+        const s = m.stats();
+        process.stdout.write(
+          JSON.stringify({ text: result.text, tokens: result.tokens, finish: result.finish, promptTokens: result.promptTokens, seconds, stats: { hits: s.hits - before.hits, misses: s.misses - before.misses, bytesRead: s.bytesRead - before.bytesRead } }, null, 2) + '\n',
+        );
+      } else {
+        process.stdout.write('\n');
+        if (!o.quiet) process.stderr.write(`${statsLine(m, before, result.tokens.length, seconds)}${result.finish === 'context' ? ' (stopped: the context is full; use a larger --ctx)' : ''}\n`);
+      }
+    } finally {
+      await m.close();
+    }
+  });
+}
+
+/** The prompt: the argument, else --file (- = stdin), else standard input when it is not a terminal. */
+export function readPrompt(arg: string | undefined, file: string | undefined): string {
+  if (arg !== undefined && file !== undefined) throw new WasteError('E_ARG', 'give the prompt as an argument or with --file, not both');
+  if (arg !== undefined) return arg;
+  if (file === undefined && process.stdin.isTTY) throw new WasteError('E_ARG', 'no prompt: give one as an argument, with --file F, or on standard input');
+  const from = file === undefined || file === '-' ? 0 : file;
+  try {
+    return fs.readFileSync(from, 'utf8').replace(/\n+$/, '');
+  } catch (e) {
+    throw fromSystemError(file ?? 'standard input', e);
+  }
+}

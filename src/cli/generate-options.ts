@@ -1,0 +1,67 @@
+import type { Command } from 'commander';
+import { InvalidArgumentError } from 'commander';
+import type { GenerateOptions } from '../generate/generate.js';
+import type { Model } from '../engine.js';
+import { intArg } from './args.js';
+
+/** The sampling and stopping options of `run` and `chat`. */
+export interface GenerateFlags {
+  maxTokens: number;
+  temp: number;
+  topK: number;
+  topP: number;
+  minP: number;
+  repeatPenalty: number;
+  presencePenalty: number;
+  frequencyPenalty: number;
+  seed: number;
+  stop: string[];
+}
+
+function floatArg(min: number, max: number) {
+  return (value: string): number => {
+    const n = Number(value);
+    if (!/^[-+]?(\d+\.?\d*|\.\d+)(e[-+]?\d+)?$/i.test(value.trim()) || !(n >= min && n <= max)) throw new InvalidArgumentError(`expected a number between ${min} and ${max}`);
+    return n;
+  };
+}
+
+export function addGenerateOptions(cmd: Command): Command {
+  return cmd
+    .option('-n, --max-tokens <n>', 'most tokens to generate per reply', intArg(1, 1 << 24), 256)
+    .option('--temp <t>', 'temperature (0 = greedy: always the most likely token)', floatArg(0, 100), 0)
+    .option('--top-k <k>', 'sample from the k most likely tokens (0 = off)', intArg(0, 1 << 24), 0)
+    .option('--top-p <p>', 'sample from the smallest set of tokens whose probability reaches p (1 = off)', floatArg(1e-9, 1), 1)
+    .option('--min-p <p>', 'drop tokens less likely than p × the most likely one (0 = off)', floatArg(0, 1), 0)
+    .option('--repeat-penalty <x>', 'divide the logits of tokens already in the context by x (1 = off)', floatArg(0.01, 100), 1)
+    .option('--presence-penalty <x>', "subtract x from the logits of tokens already in the reply (OpenAI's presence_penalty)", floatArg(-2, 2), 0)
+    .option('--frequency-penalty <x>', 'subtract x × count from the logits of tokens already in the reply', floatArg(-2, 2), 0)
+    .option('--seed <n>', 'random seed (the same seed, prompt and model give the same text)', intArg(0, 2 ** 32 - 1), 0)
+    .option('--stop <text>', 'stop when the reply produces this text (repeatable)', (v: string, prev: string[]) => [...prev, v], [] as string[]);
+}
+
+export function generateOptions(f: GenerateFlags): GenerateOptions {
+  return {
+    maxTokens: f.maxTokens,
+    temperature: f.temp,
+    topK: f.topK,
+    topP: f.topP,
+    minP: f.minP,
+    repetitionPenalty: f.repeatPenalty,
+    presencePenalty: f.presencePenalty,
+    frequencyPenalty: f.frequencyPenalty,
+    seed: f.seed,
+    stop: f.stop,
+  };
+}
+
+/** "[12 tokens, 3.1 s, 3.9 tok/s | experts 80 hit / 20 miss = 80.0 % | 0.42 GB read]" from stats before and after. */
+export function statsLine(model: Model, before: ReturnType<Model['stats']>, tokens: number, seconds: number): string {
+  const after = model.stats();
+  const hits = after.hits - before.hits;
+  const misses = after.misses - before.misses;
+  const gb = (after.bytesRead - before.bytesRead) / 1e9;
+  const rate = seconds > 0 ? tokens / seconds : 0;
+  const experts = hits + misses ? ` | experts ${hits} hit / ${misses} miss = ${((100 * hits) / (hits + misses)).toFixed(1)} % | ${gb.toFixed(2)} GB read` : '';
+  return `[${tokens} tokens, ${seconds.toFixed(1)} s, ${rate.toFixed(2)} tok/s${experts}]`;
+}
