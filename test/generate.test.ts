@@ -274,3 +274,36 @@ describe('chat', () => {
     assert.throws(() => again.load(plain), /holds a session but not a saved chat/);
   });
 });
+
+describe('chat formats from files', () => {
+  it('chat.json (the C engine\'s [prefix, suffix] pairs) and a tokenizer_config.json template are found and used', async () => {
+    const dir = synth({ shape: 'tiny', seed: 34, tokenizer: true }, 'chat-files');
+    fs.writeFileSync(path.join(dir, 'chat.json'), JSON.stringify({ user: ['<|im_user|>', '<|im_end|>'], assistant: ['<|im_assistant|>', '<|im_end|>'], open: '<|im_assistant|>' }));
+    const m = await Model.open(dir);
+    try {
+      const f = m.chatFormat();
+      assert.match(f.source, /chat\.json$/);
+      const tok = m.tokenizer();
+      const ids = f.encode(tok, [{ role: 'user', content: 'hi' }]);
+      assert.deepEqual(ids, [tok.specialId('<|im_user|>')!, ...tok.encode('hi'), tok.specialId('<|im_end|>')!, tok.specialId('<|im_assistant|>')!]);
+    } finally {
+      await m.close();
+    }
+    fs.writeFileSync(path.join(dir, 'chat.json'), JSON.stringify({ user: ['x'], open: 1 }));
+    const bad = await Model.open(dir);
+    try {
+      assert.throws(() => bad.chatFormat(), /chat\.json: "open" must be a string/);
+    } finally {
+      await bad.close();
+    }
+    fs.rmSync(path.join(dir, 'chat.json'));
+    fs.writeFileSync(path.join(dir, 'tokenizer_config.json'), JSON.stringify({ chat_template: [{ name: 'tool_use', template: 'x' }, { name: 'default', template: KIMI_STYLE_TEMPLATE }] }));
+    const m2 = await Model.open(dir);
+    try {
+      assert.match(m2.chatFormat().source, /tokenizer_config\.json chat_template/);
+      assert.equal(m2.chatFormat().assistantEnd, '<|im_end|>');
+    } finally {
+      await m2.close();
+    }
+  });
+});

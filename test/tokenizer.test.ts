@@ -121,3 +121,63 @@ describe('tokenizer files', () => {
     assert.equal(loadTokenizer(tmpDir('empty')), undefined);
   });
 });
+
+describe('tokenizer: HuggingFace tokenizer.json', () => {
+  /** GPT-2's byte-to-character map: printable bytes stand for themselves, the rest from U+0100 on. */
+  function byteChars(): string[] {
+    const keep = (b: number) => (b >= 0x21 && b <= 0x7e) || (b >= 0xa1 && b <= 0xac) || (b >= 0xae && b <= 0xff);
+    const out: string[] = [];
+    let extra = 0;
+    for (let b = 0; b < 256; b++) out.push(String.fromCharCode(keep(b) ? b : 256 + extra++));
+    return out;
+  }
+
+  function writeTokenizerJson(dir: string): void {
+    const chars = byteChars();
+    const vocab: Record<string, number> = {};
+    chars.forEach((c, i) => (vocab[c] = i));
+    const merges = [['h', 'e'], ['l', 'l'], ['he', 'll'], ['hell', 'o'], [chars[0x20], 'w']];
+    for (const [a, b] of merges) vocab[a + b] = Object.keys(vocab).length;
+    const end = Object.keys(vocab).length;
+    const byteLevel = { type: 'ByteLevel', add_prefix_space: false, trim_offsets: true, use_regex: true };
+    fs.writeFileSync(
+      path.join(dir, 'tokenizer.json'),
+      JSON.stringify({
+        version: '1.0',
+        added_tokens: [{ id: end, content: '<|end|>', single_word: false, lstrip: false, rstrip: false, normalized: false, special: true }],
+        normalizer: null,
+        pre_tokenizer: byteLevel,
+        post_processor: null,
+        decoder: byteLevel,
+        model: { type: 'BPE', dropout: null, unk_token: null, continuing_subword_prefix: null, end_of_word_suffix: null, fuse_unk: false, byte_fallback: false, vocab, merges: merges.map((m) => m.join(' ')) },
+      }),
+    );
+  }
+
+  it('encodes and decodes through @huggingface/tokenizers, with plain and markup modes and streaming decode', () => {
+    const dir = tmpDir('hf-tok');
+    writeTokenizerJson(dir);
+    const t = loadTokenizer(dir)!;
+    assert.equal(t.kind, 'huggingface');
+    const end = t.specialId('<|end|>')!;
+    assert.equal(end, 261);
+    const hello = t.encode('hello world');
+    assert.equal(hello[0], 259, '"hello" is one merged token');
+    const markup = t.encode('hello<|end|>', { markup: true });
+    assert.deepEqual(markup, [259, end]);
+    const plain = t.encode('hello<|end|>');
+    assert.ok(!plain.includes(end), 'plain mode spells the marker out');
+    assert.equal(t.decode(plain), 'hello<|end|>');
+    const text = 'héllo wörld 😀 ok';
+    const ids = t.encode(text);
+    assert.equal(t.decode(ids), text);
+    const d = t.decoder();
+    let out = '';
+    for (const id of ids) {
+      const piece = d.push(id);
+      assert.ok(!piece.includes('\uFFFD'));
+      out += piece;
+    }
+    assert.equal(out + d.flush(), text);
+  });
+});
