@@ -64,6 +64,25 @@ describe('CLI: text in, text out', () => {
     assert.match(none.err, /has no tokenizer \(looked for tokenizer\.model, tiktoken\.model and tokenizer\.json\)/);
   });
 
+  it('run --json --logprobs gives each token its log-probability and alternatives, agreeing with eval', () => {
+    const j = JSON.parse(waste(['run', model, 'the dog', '--raw', '-n', '5', '--json', '--logprobs', '3']).out);
+    assert.equal(j.logprobs.length, j.tokens.length);
+    for (const [i, t] of j.logprobs.entries()) {
+      assert.equal(t.id, j.tokens[i]);
+      assert.equal(t.top.length, 3);
+      // greedy: the chosen token is the most likely one
+      assert.equal(t.top[0].id, t.id);
+      assert.equal(t.top[0].logprob, t.logprob);
+      assert.ok(t.logprob <= 0 && t.top[1].logprob <= t.top[0].logprob && t.top[2].logprob <= t.top[1].logprob);
+    }
+    const e = JSON.parse(waste(['eval', model, 'the dog', '--top', '3', '--json']).out);
+    assert.deepEqual(j.logprobs[0].top.map((a: { id: number }) => a.id), e.top.map((a: { id: number }) => a.id));
+    for (const [k, a] of e.top.entries()) assert.ok(Math.abs(Math.log(a.prob) - j.logprobs[0].top[k].logprob) < 1e-5);
+    const bad = waste(['run', model, 'the dog', '--logprobs', '3']);
+    assert.notEqual(bad.code, 0);
+    assert.match(bad.err, /--logprobs goes with --json/);
+  });
+
   it('eval lists the most likely next tokens, their probabilities summing below 1', () => {
     const j = JSON.parse(waste(['eval', model, 'the dog', '--top', '5', '--json']).out);
     assert.equal(j.top.length, 5);

@@ -5,11 +5,13 @@
  *   layers     decode with real Kimi-Linear shapes, all experts in memory: ms per layer vs the floor
  *   dispatch   tiny-model decode with 1 and 2 threads (what the worker pool costs)
  *   convert    conversion throughput on Kimi-Linear shapes, projected onto the 48B model
+ *   tokenizer  encoding 1 MB of multilingual text, next to the tiktoken package
  */
 import { benchConvert, renderConvertBench } from './convert.js';
 import { benchDispatch, renderDispatch } from './dispatch.js';
 import { benchKernels, renderKernelBench } from './kernels.js';
 import { benchLayers, renderLayerBench } from './layers.js';
+import { benchTokenizer, renderTokenizerBench } from './tokenizer.js';
 
 const args = process.argv.slice(2);
 const what = args.find((a) => !a.startsWith('-')) ?? 'kernels';
@@ -28,7 +30,10 @@ if (what === 'kernels') {
 } else if (what === 'convert') {
   const r = await benchConvert({ log: (s) => process.stderr.write(`${s}\n`) });
   process.stdout.write(json ? JSON.stringify(r, null, 2) + '\n' : renderConvertBench(r));
+} else if (what === 'tokenizer') {
+  const r = benchTokenizer();
+  process.stdout.write(json ? JSON.stringify(r, null, 2) + '\n' : renderTokenizerBench(r));
 } else {
-  process.stderr.write(`unknown benchmark "${what}" (available: kernels, layers, dispatch, convert)\n`);
+  process.stderr.write(`unknown benchmark "${what}" (available: kernels, layers, dispatch, convert, tokenizer)\n`);
   process.exitCode = 2;
 }

@@ -12,6 +12,8 @@ export interface GenerateOptions extends SamplingOptions {
   stopTokens?: number[];
   /** Also report this many most likely tokens at each step, with log-probabilities (0 = off). */
   topLogprobs?: number;
+  /** Keep every generated token with its log-probability (and `topLogprobs` alternatives) in the result. */
+  logprobs?: boolean;
   /** Stops generation within one token; the session stays usable. */
   signal?: AbortSignal;
 }
@@ -34,6 +36,8 @@ export interface GenerationResult {
   /** Seconds of prefill and of generation. */
   prefillSeconds: number;
   generateSeconds: number;
+  /** Every generated token with its log-probability, when `logprobs` (or `topLogprobs`) was asked for. */
+  logprobs?: GeneratedToken[];
 }
 
 /** What the loop needs of a session: feed tokens and get the logits after the last. */
@@ -75,6 +79,7 @@ export async function* generateTokens(
   const t1 = performance.now();
 
   const tokens: number[] = [];
+  const records: GeneratedToken[] | undefined = opts.logprobs || nTop ? [] : undefined;
   let text = '';
   let finish: FinishReason = 'length';
   let unfed: number | undefined;
@@ -90,11 +95,14 @@ export async function* generateTokens(
       const shown = end ? '' : stops.push(decoder.push(s.token));
       text += shown;
       unfed = s.token;
-      yield { token: s.token, text: shown, logprob: s.logprob, ...(nTop ? { top: topLogprobs(logits, nTop) } : {}) };
+      const step: GeneratedToken = { token: s.token, text: shown, logprob: s.logprob, ...(nTop ? { top: topLogprobs(logits, nTop) } : {}) };
+      records?.push(step);
+      yield step;
       if (session.position + 1 > session.limit) {
         // no room to feed it: the reply ends here, the token reported but not consumed
         unfed = undefined;
         tokens.pop();
+        records?.pop();
         finish = 'context';
         break;
       }
@@ -114,5 +122,5 @@ export async function* generateTokens(
     text += tail;
     if (tail) yield { token: -1, text: tail, logprob: 0 };
   }
-  return { text, tokens, finish, promptTokens: prompt.length, prefillSeconds: (t1 - t0) / 1000, generateSeconds: (performance.now() - t1) / 1000 };
+  return { text, tokens, finish, promptTokens: prompt.length, prefillSeconds: (t1 - t0) / 1000, generateSeconds: (performance.now() - t1) / 1000, ...(records ? { logprobs: records } : {}) };
 }

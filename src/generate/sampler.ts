@@ -1,5 +1,6 @@
 import { WasteError } from '../util/errors.js';
 import { Rng } from '../util/prng.js';
+import { logSumExp } from '../util/log-sum-exp.js';
 
 /**
  * Sampling options. Temperature 0 (the default) is greedy: the most likely token, the lowest id on a
@@ -122,14 +123,6 @@ export class Sampler {
     }
     return { token: pick, logprob: logits[pick] - lse };
   }
-}
-
-export function logSumExp(x: ArrayLike<number>): number {
-  let m = -Infinity;
-  for (let i = 0; i < x.length; i++) if (x[i] > m) m = x[i];
-  let s = 0;
-  for (let i = 0; i < x.length; i++) s += Math.exp(x[i] - m);
-  return m + Math.log(s);
 }
 
 /** The n most likely tokens and their log-probabilities under the model's distribution. */

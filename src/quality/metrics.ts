@@ -3,15 +3,7 @@
  * (llama.cpp's --kl-divergence protocol — mean KL, its 99th percentile, same top-1 and both
  * perplexities).
  */
-
-/** log-sum-exp of a row of logits. */
-export function logSumExp(x: ArrayLike<number>): number {
-  let m = -Infinity;
-  for (let i = 0; i < x.length; i++) if (x[i] > m) m = x[i];
-  let s = 0;
-  for (let i = 0; i < x.length; i++) s += Math.exp(x[i] - m);
-  return m + Math.log(s);
-}
+import { logSumExp } from '../util/log-sum-exp.js';
 
 /** KL(P_ref ‖ P_q) in nats for one position, from the two rows of logits. */
 export function klDivergence(ref: ArrayLike<number>, q: ArrayLike<number>): number {

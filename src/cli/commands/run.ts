@@ -3,6 +3,7 @@ import type { Command } from 'commander';
 import { Model } from '../../engine.js';
 import type { GenerationResult } from '../../generate/generate.js';
 import { WasteError, fromSystemError } from '../../util/errors.js';
+import { intArg } from '../args.js';
 import { type EngineFlags, addEngineOptions, openOptions } from '../engine-options.js';
 import { type GenerateFlags, addGenerateOptions, generateOptions, statsLine } from '../generate-options.js';
 
@@ -14,6 +15,7 @@ interface RunFlags extends EngineFlags, GenerateFlags {
   quiet: boolean;
   json: boolean;
   learn: boolean;
+  logprobs?: number;
 }
 
 export function registerRun(program: Command): void {
@@ -30,9 +32,11 @@ export function registerRun(program: Command): void {
         .option('--system <text>', 'a system message (chat format only)')
         .option('--learn', "save the experts the cache holds afterwards to the container's usage.waste", false)
         .option('--json', 'print the reply and its statistics as JSON instead of streaming', false)
+        .option('--logprobs <n>', 'with --json: each token with its log-probability and the n most likely alternatives (0..20)', intArg(0, 20))
         .option('-q, --quiet', 'print only the reply (no statistics line)', false),
     ),
   ).action(async (model: string, promptArg: string | undefined, o: RunFlags) => {
+    if (o.logprobs !== undefined && !o.json) throw new WasteError('E_ARG', '--logprobs goes with --json');
     const prompt = readPrompt(promptArg, o.file);
     const m = await Model.open(model, openOptions(o));
     try {
@@ -41,7 +45,7 @@ export function registerRun(program: Command): void {
       process.on('SIGINT', onInt);
       const before = m.stats();
       const t0 = performance.now();
-      const gen = generateOptions(o);
+      const gen = { ...generateOptions(o), ...(o.logprobs !== undefined ? { logprobs: true, topLogprobs: o.logprobs } : {}) };
       let result: GenerationResult;
       const out = (s: string) => {
         if (!o.json) process.stdout.write(s);
@@ -78,9 +82,23 @@ export function registerRun(program: Command): void {
       if (o.learn) m.saveUsage();
       if (o.json) {
         const s = m.stats();
-        process.stdout.write(
-          JSON.stringify({ text: result.text, tokens: result.tokens, finish: result.finish, promptTokens: result.promptTokens, seconds, stats: { hits: s.hits - before.hits, misses: s.misses - before.misses, bytesRead: s.bytesRead - before.bytesRead } }, null, 2) + '\n',
-        );
+        const piece = (id: number) => m.detokenize([id]);
+        const logprobs = result.logprobs?.filter((t) => t.token >= 0).map((t) => ({
+          id: t.token,
+          piece: piece(t.token),
+          logprob: t.logprob,
+          ...(t.top ? { top: t.top.map((a) => ({ id: a.token, piece: piece(a.token), logprob: a.logprob })) } : {}),
+        }));
+        const doc = {
+          text: result.text,
+          tokens: result.tokens,
+          finish: result.finish,
+          promptTokens: result.promptTokens,
+          seconds,
+          stats: { hits: s.hits - before.hits, misses: s.misses - before.misses, bytesRead: s.bytesRead - before.bytesRead },
+          ...(logprobs ? { logprobs } : {}),
+        };
+        process.stdout.write(JSON.stringify(doc, null, 2) + '\n');
       } else {
         process.stdout.write('\n');
         if (!o.quiet) process.stderr.write(`${statsLine(m, before, result.tokens.length, seconds)}${result.finish === 'context' ? ' (stopped: the context is full; use a larger --ctx)' : ''}\n`);
