@@ -292,7 +292,7 @@ export class Model implements SessionHost {
 
   /** The model's tokenizer (loaded on first use); a clear error when the directory has none. */
   tokenizer(): Tokenizer {
-    if (this.tok === undefined) this.tok = loadTokenizer(this.dir) ?? null;
+    if (this.tok === undefined) this.tok = loadTokenizer(this.dir, { modelVocab: this.config.vocab }) ?? null;
     if (!this.tok) throw new WasteError('E_UNSUPPORTED', `${this.dir} has no tokenizer (tokenizer.model, tiktoken.model or tokenizer.json), so it runs token ids only`);
     return this.tok;
   }

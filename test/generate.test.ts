@@ -90,6 +90,16 @@ describe('generation on a model', () => {
     }
   }
 
+  it("the model's tokenizer has no ids beyond the model's vocabulary: a reserved marker past it is plain text", async () => {
+    const tok = model.tokenizer();
+    assert.equal(tok.vocabSize, model.config.vocab);
+    const past = `<|reserved_token_${model.config.vocab + 5}|>`;
+    assert.deepEqual(model.tokenize(past, { markup: true }), model.tokenize(past));
+    const ids = model.tokenize(`a${past}b`, { markup: true });
+    assert.ok(ids.every((t) => t < model.config.vocab));
+    await assert.rejects(model.session().forward([model.config.vocab]), WasteError);
+  });
+
   it('greedy generation is the argmax of the logits step by step, and the session consumes every token', async () => {
     const s = model.session();
     const { seen, text, result } = await collect(s.generate('the quick brown', { maxTokens: 8 }));

@@ -13,13 +13,13 @@ import type { Tokenizer } from './tokenizer.js';
  * a folder that holds only those files. Undefined when there is none; an error when one is there
  * but damaged.
  */
-export function loadTokenizer(dir: string): Tokenizer | undefined {
+export function loadTokenizer(dir: string, opts: { modelVocab?: number } = {}): Tokenizer | undefined {
   const at = (f: string) => path.join(dir, f);
   const rankFile = ['tokenizer.model', 'tiktoken.model'].map(at).find((f) => fs.existsSync(f));
   if (rankFile) {
     const ranks = parseRanks(read(rankFile), rankFile);
     const named = fs.existsSync(at('specials.json')) ? specialsJson(at('specials.json')) : fs.existsSync(at('tokenizer_config.json')) ? configSpecials(at('tokenizer_config.json')) : [];
-    return new TiktokenTokenizer(ranks, named, rankFile);
+    return new TiktokenTokenizer(ranks, named, rankFile, opts.modelVocab);
   }
   if (fs.existsSync(at('tokenizer.json'))) {
     const cfg = fs.existsSync(at('tokenizer_config.json')) ? readJson(at('tokenizer_config.json')) : {};

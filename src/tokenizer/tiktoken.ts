@@ -26,9 +26,12 @@ export class TiktokenTokenizer implements Tokenizer {
     private readonly ranks: Ranks,
     named: { id: number; text: string }[],
     private readonly source: string,
+    /** The model's vocabulary size, when known: the reserved block stops there (a small model has fewer). */
+    modelVocab?: number,
   ) {
     const specials = new Map<number, string>();
-    for (let id = ranks.size; id < ranks.size + RESERVED_SPECIALS; id++) specials.set(id, `<|reserved_token_${id}|>`);
+    const reservedEnd = Math.min(ranks.size + RESERVED_SPECIALS, modelVocab ?? Infinity);
+    for (let id = ranks.size; id < reservedEnd; id++) specials.set(id, `<|reserved_token_${id}|>`);
     for (const { id, text } of named) {
       if (ranks.bytes[id]) throw new WasteError('E_FORMAT', `${source}: special token ${JSON.stringify(text)} has id ${id}, which is an ordinary token`);
       if (!text) throw new WasteError('E_FORMAT', `${source}: special token ${id} has no text`);
