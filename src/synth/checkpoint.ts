@@ -6,7 +6,8 @@ import { Fields } from '../util/fields.js';
 import { Rng } from '../util/prng.js';
 import { type SynthOptions, prepareDir, synthConfig } from './synth.js';
 import { kimiLinearTensors } from './tensors.js';
-import { rankFileText, synthVocabulary } from './tokenizer.js';
+import { rankFileText } from '../tokenizer/ranks.js';
+import { synthVocabulary } from './tokenizer.js';
 
 /** A Jinja chat template in the shape of Kimi's (each turn: role marker, role name, middle, content, end). */
 export const KIMI_STYLE_TEMPLATE = [

@@ -8,7 +8,8 @@ import { encodeF16 } from '../util/f16.js';
 import { Fields, type JsonObject } from '../util/fields.js';
 import { Rng } from '../util/prng.js';
 import { kimiLinearTensors } from './tensors.js';
-import { rankFileText, synthVocabulary } from './tokenizer.js';
+import { rankFileText } from '../tokenizer/ranks.js';
+import { synthVocabulary } from './tokenizer.js';
 import { WasteError, fromSystemError } from '../util/errors.js';
 
 /**

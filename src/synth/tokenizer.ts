@@ -44,8 +44,3 @@ export function synthVocabulary(vocab: number): { ranks: Uint8Array[]; specials:
   const base = ranks.length;
   return { ranks, specials: SYNTH_SPECIALS.slice(0, nSpecial).map((text, i) => ({ id: base + i, text })) };
 }
-
-/** The vocabulary as a tiktoken.model file. */
-export function rankFileText(ranks: Uint8Array[]): string {
-  return ranks.map((b, i) => `${Buffer.from(b).toString('base64')} ${i}`).join('\n') + '\n';
-}

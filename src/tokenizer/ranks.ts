@@ -47,3 +47,8 @@ export function parseRanks(data: Uint8Array, file: string): Ranks {
     if (!byBytes.has(String.fromCharCode(b))) throw new WasteError('E_FORMAT', `${file}: byte 0x${b.toString(16).padStart(2, '0')} has no token, so some text could not be encoded`);
   return { byBytes, bytes, size };
 }
+
+/** Token byte strings in rank order (index = rank) as a rank file that parseRanks reads back. */
+export function rankFileText(ranks: Uint8Array[]): string {
+  return ranks.map((b, i) => `${Buffer.from(b).toString('base64')} ${i}`).join('\n') + '\n';
+}
