@@ -2,10 +2,11 @@
 """Independent reference for the Kimi-Linear forward pass (dev only; CI never runs Python).
 
 Reads a WASTE v0 container (or a HuggingFace checkpoint: config.json + safetensors), dequantizes
-every tensor -- trunk and experts -- to float64, and runs
-the model over a list of token ids the plain way: experts expanded into weight matrices, MLA with
-per-head keys and values rebuilt from the cached latents (not the absorbed form the engine uses),
-the KDA recurrence token by token. Writes the logits of every position as little-endian float32.
+every tensor -- trunk and experts -- to float64, loads them by name into the PyTorch module of
+kimi_linear_model.py (the same module tools/demo/train.py trains) and runs it over a list of token
+ids the plain way: experts expanded into weight matrices, MLA with per-head keys and values rebuilt
+from the latents (not the absorbed form the engine uses), the KDA recurrence token by token.
+Writes the logits of every position as little-endian float32.
 
 It is written from the architecture description (docs: kimi-linear.md), not from the TypeScript,
 so the two agreeing is evidence that both are right.
@@ -16,8 +17,12 @@ import argparse
 import json
 import os
 import struct
+import sys
 
 import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from kimi_linear_model import KimiLinearForCausalLM, load_tensors  # noqa: E402
 
 torch.set_default_dtype(torch.float64)
 F32, F16, Q8G, Q4G = 0, 1, 2, 3
@@ -146,114 +151,11 @@ class Checkpoint:
         return [self.tensor(p + "w1.weight"), self.tensor(p + "w3.weight"), self.tensor(p + "w2.weight")]
 
 
-def rmsnorm(x, w, eps):
-    return x / torch.sqrt((x * x).mean(-1, keepdim=True) + eps) * w
-
-
-def silu(x):
-    return x * torch.sigmoid(x)
-
-
-def forward(c, ids):
-    cfg = c.cfg
-    H = cfg["hidden_size"]
-    eps = cfg.get("rms_norm_eps", 1e-5)
-    n_layers = cfg["num_hidden_layers"]
-    lac = cfg.get("linear_attn_config") or {}
-    kda_layers = {l - 1 for l in lac.get("kda_layers", [])}
-    n_exp = cfg.get("num_experts", 0)
-    first_dense = cfg.get("first_k_dense_replace", 0)
-    T = len(ids)
-
-    emb = c.tensor("model.embed_tokens.weight")
-    x = emb[torch.tensor(ids)]                                   # [T, H]
-    for L in range(n_layers):
-        p = f"model.layers.{L}."
-        a = p + "self_attn."
-        h = rmsnorm(x, c.tensor(p + "input_layernorm.weight"), eps)
-        if L in kda_layers:
-            NH, D, K = lac["num_heads"], lac["head_dim"], lac.get("short_conv_kernel_size", 4)
-            C = NH * D
-
-            def conv(y, name):
-                w = c.tensor(a + name).reshape(C, K)
-                padded = torch.cat([torch.zeros(K - 1, C), y])   # causal: zeros before the start
-                out = torch.stack([(padded[t:t + K] * w.T).sum(0) for t in range(T)])
-                return silu(out)
-
-            q = conv(h @ c.tensor(a + "q_proj.weight").T, "q_conv1d.weight").view(T, NH, D)
-            k = conv(h @ c.tensor(a + "k_proj.weight").T, "k_conv1d.weight").view(T, NH, D)
-            v = conv(h @ c.tensor(a + "v_proj.weight").T, "v_conv1d.weight").view(T, NH, D)
-            q = q / torch.sqrt((q * q).sum(-1, keepdim=True) + 1e-6) * D ** -0.5
-            k = k / torch.sqrt((k * k).sum(-1, keepdim=True) + 1e-6)
-            f = (h @ c.tensor(a + "f_a_proj.weight").T) @ c.tensor(a + "f_b_proj.weight").T
-            A = c.tensor(a + "A_log").reshape(NH)
-            z = f + c.tensor(a + "dt_bias").reshape(C)
-            g = (-torch.exp(A).view(1, NH, 1) * torch.nn.functional.softplus(z, threshold=20).view(T, NH, D))
-            beta = torch.sigmoid(h @ c.tensor(a + "b_proj.weight").T)           # [T, NH]
-            S = torch.zeros(NH, D, D)
-            outs = []
-            for t in range(T):
-                S = S * torch.exp(g[t]).unsqueeze(-1)                            # decay rows (key dims)
-                u = beta[t].view(NH, 1) * (v[t] - torch.einsum("hkv,hk->hv", S, k[t]))
-                S = S + torch.einsum("hk,hv->hkv", k[t], u)
-                outs.append(torch.einsum("hkv,hk->hv", S, q[t]))
-            o = torch.stack(outs)                                                # [T, NH, D]
-            gate = (h @ c.tensor(a + "g_a_proj.weight").T) @ c.tensor(a + "g_b_proj.weight").T
-            o = rmsnorm(o, c.tensor(a + "o_norm.weight"), eps) * torch.sigmoid(gate.view(T, NH, D))
-            attn = o.reshape(T, C) @ c.tensor(a + "o_proj.weight").T
-        else:
-            NH = cfg["num_attention_heads"]
-            nope, rope, vh, kvl = cfg["qk_nope_head_dim"], cfg["qk_rope_head_dim"], cfg["v_head_dim"], cfg["kv_lora_rank"]
-            q = (h @ c.tensor(a + "q_proj.weight").T).view(T, NH, nope + rope)
-            ckv = h @ c.tensor(a + "kv_a_proj_with_mqa.weight").T
-            lat = rmsnorm(ckv[:, :kvl], c.tensor(a + "kv_a_layernorm.weight"), eps)   # the engine uses rms_norm_eps
-            kpe = ckv[:, kvl:]                                                   # shared by all heads, no RoPE
-            kv = (lat @ c.tensor(a + "kv_b_proj.weight").T).view(T, NH, nope + vh)
-            knope, vals = kv[..., :nope], kv[..., nope:]
-            scores = (torch.einsum("thd,shd->hts", q[..., :nope], knope) +
-                      torch.einsum("thd,sd->hts", q[..., nope:], kpe)) * (nope + rope) ** -0.5
-            mask = torch.triu(torch.ones(T, T, dtype=torch.bool), 1)
-            scores = scores.masked_fill(mask, float("-inf"))
-            o = torch.einsum("hts,shd->thd", torch.softmax(scores, -1), vals)
-            attn = o.reshape(T, NH * vh) @ c.tensor(a + "o_proj.weight").T
-        x = x + attn
-
-        h = rmsnorm(x, c.tensor(p + "post_attention_layernorm.weight"), eps)
-        if n_exp and L >= first_dense:
-            m = p + "block_sparse_moe."
-            topk = cfg["num_experts_per_token"]
-            inter = cfg["moe_intermediate_size"]
-            scores = torch.sigmoid(h @ c.tensor(m + "gate.weight").T)            # [T, E]
-            bias = c.tensor(m + "gate.e_score_correction_bias").reshape(n_exp) if c.has(m + "gate.e_score_correction_bias") else torch.zeros(n_exp)
-            out = torch.zeros(T, H)
-            cache = {}
-            for t in range(T):
-                sel = scores[t] + bias                                           # bias chooses, never weighs
-                chosen = []
-                for _ in range(topk):                                            # ties to the lower id
-                    best = max((e for e in range(n_exp) if e not in chosen), key=lambda e: (sel[e].item(), -e))
-                    chosen.append(best)
-                w = scores[t][chosen]
-                if cfg.get("moe_renormalize", True) and topk > 1:
-                    w = w / (w.sum() + 1e-20)
-                w = w * cfg.get("routed_scaling_factor", 1.0)
-                for j, e in enumerate(chosen):
-                    if e not in cache:
-                        cache[e] = c.expert(L, e, H, inter)
-                    W1, W3, W2 = cache[e]
-                    out[t] += w[j] * ((silu(h[t] @ W1.T) * (h[t] @ W3.T)) @ W2.T)
-            if cfg.get("num_shared_experts", 0) > 0:
-                sg = c.tensor(m + "shared_experts.gate_proj.weight")
-                su = c.tensor(m + "shared_experts.up_proj.weight")
-                sd = c.tensor(m + "shared_experts.down_proj.weight")
-                out = out + (silu(h @ sg.T) * (h @ su.T)) @ sd.T
-            ffn = out
-        else:
-            ffn = (silu(h @ c.tensor(p + "mlp.gate_proj.weight").T) * (h @ c.tensor(p + "mlp.up_proj.weight").T)) @ c.tensor(p + "mlp.down_proj.weight").T
-        x = x + ffn
-    x = rmsnorm(x, c.tensor("model.norm.weight"), eps)
-    return x @ c.tensor("lm_head.weight").T
+def forward(src, ids):
+    """Logits [T, vocab] (float64) of every position: the module in float64, KDA token by token."""
+    model = load_tensors(KimiLinearForCausalLM(src.cfg, dtype=torch.float64), src)
+    with torch.no_grad():
+        return model(torch.tensor(ids), mode="loop")
 
 
 def main():
