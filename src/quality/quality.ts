@@ -1,6 +1,7 @@
 import { Model, type OpenOptions } from '../engine.js';
 import { WasteError } from '../util/errors.js';
 import { argmax, klDivergence, nll, percentile } from './metrics.js';
+import { walkWindows, windowCount } from './windows.js';
 
 /**
  * How far a container's next-token distributions are from the unquantized reference's, measured
@@ -37,14 +38,10 @@ export interface QualityReport {
   router: { layer: number; agreement: number }[];
 }
 
-/** Logits are taken this many positions at a time, so memory stays bounded for a large vocabulary. */
-const LOGIT_ROWS = 32;
-
 export async function measureQuality(referenceDir: string, containerDir: string, ids: number[], opts: QualityOptions = {}): Promise<QualityReport> {
   const ctx = opts.ctx ?? 512;
   if (!(Number.isInteger(ctx) && ctx >= 4)) throw new WasteError('E_ARG', `the window must be at least 4 tokens (got ${ctx})`);
-  const available = Math.floor(ids.length / ctx);
-  const windows = Math.min(available, opts.windows ?? available);
+  const windows = windowCount(ids.length, ctx, opts.windows);
   if (windows < 1) throw new WasteError('E_ARG', `${ids.length} tokens do not fill one window of ${ctx}; give more text or a smaller --ctx`);
 
   const maxContext = Math.max(ctx, 16);
@@ -77,29 +74,12 @@ export async function measureQuality(referenceDir: string, containerDir: string,
     let nllQ = 0;
     const sRef = ref.newSession();
     const sQ = q.newSession();
-    opts.onProgress?.(0, windows);
-    for (let w = 0; w < windows; w++) {
-      const win = ids.slice(w * ctx, (w + 1) * ctx);
-      sRef.reset();
-      sQ.reset();
-      const half = ctx >> 1;
-      const V = a.vocab;
-      const score = (r: Float32Array, c: Float32Array, next: number) => {
-        kls.push(klDivergence(r, c));
-        if (argmax(r) === argmax(c)) same++;
-        nllRef += nll(r, next);
-        nllQ += nll(c, next);
-      };
-      // the logits after token half-1 … ctx-2 are scored, each against the token that follows
-      score(await sRef.forward(win.slice(0, half)), await sQ.forward(win.slice(0, half)), win[half]);
-      for (let p = half; p < ctx - 1; p += LOGIT_ROWS) {
-        const part = win.slice(p, Math.min(ctx - 1, p + LOGIT_ROWS));
-        const lr = await sRef.forward(part, { allLogits: true });
-        const lq = await sQ.forward(part, { allLogits: true });
-        for (let i = 0; i < part.length; i++) score(lr.subarray(i * V, (i + 1) * V), lq.subarray(i * V, (i + 1) * V), win[p + i + 1]);
-      }
-      opts.onProgress?.(w + 1, windows);
-    }
+    await walkWindows([sRef, sQ], ids, ctx, windows, a.vocab, ([r, c], next) => {
+      kls.push(klDivergence(r, c));
+      if (argmax(r) === argmax(c)) same++;
+      nllRef += nll(r, next);
+      nllQ += nll(c, next);
+    }, opts.onProgress);
     sRef.close();
     sQ.close();
 

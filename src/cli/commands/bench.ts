@@ -3,16 +3,16 @@ import { benchDispatch, renderDispatch } from '../../bench/dispatch.js';
 import { benchKernels, renderKernelBench } from '../../bench/kernels.js';
 import { benchLayers, renderLayerBench } from '../../bench/layers.js';
 import { benchStream, renderStream } from '../../bench/stream.js';
-import { WasteError } from '../../util/errors.js';
 import { intArg } from '../args.js';
 import { type EngineFlags, addEngineOptions, openOptions } from '../engine-options.js';
+import { modelOrDemo } from '../default-model.js';
 
 export function registerBench(program: Command): void {
   addEngineOptions(
     program
       .command('bench')
       .description('measure speed: a model streamed under a budget against the I/O floor (with MODEL); kernel throughput, per-layer decode time, thread dispatch (with --kernels, --layers, --dispatch)')
-      .argument('[model]', 'container directory: decode and prefill speed, hit rate, bytes per token, and the I/O floor measured in the same run')
+      .argument('[model]', 'container directory (default, when no --kernels/--layers/--dispatch: the demo model): decode and prefill speed, hit rate, bytes per token, and the I/O floor measured in the same run')
       .option('--tokens <n>', 'tokens to decode', intArg(1, 1 << 20), 32)
       .option('--prompt-tokens <n>', 'tokens to prefill first', intArg(1, 1 << 20), 16)
       .option('--routing-trace <file>', 'replay a recorded routing trace instead of the router (timing only)')
@@ -25,7 +25,8 @@ export function registerBench(program: Command): void {
     .option('--quick', 'smaller buffers and shorter timing (less precise)', false)
     .option('--json', 'print JSON', false)
     .action(async (model: string | undefined, o: EngineFlags & { kernels: boolean; layers: boolean; dispatch: boolean; quick: boolean; json: boolean; tokens: number; promptTokens: number; routingTrace?: string; inputs: 'random' | 'greedy'; cacheSlots?: number }) => {
-      if (!model && !o.kernels && !o.layers && !o.dispatch) throw new WasteError('E_ARG', 'give a MODEL, or choose what to measure: --kernels, --layers or --dispatch');
+      // no model and nothing else chosen: the demo model
+      if (!model && !o.kernels && !o.layers && !o.dispatch) model = modelOrDemo(undefined);
       const log = (s: string) => process.stderr.write(`${s}\n`);
       const out: Record<string, unknown> = {};
       if (model) {

@@ -6,6 +6,7 @@ import { WasteError } from '../../util/errors.js';
 import { formatSize } from '../../util/size.js';
 import { type EngineFlags, addEngineOptions, openOptions } from '../engine-options.js';
 import { type GenerateFlags, addGenerateOptions, generateOptions, statsLine } from '../generate-options.js';
+import { modelOrDemo } from '../default-model.js';
 
 const HELP = `commands: /reset (forget the conversation)  /save FILE  /load FILE  /stats  /help  /quit
 Ctrl-C stops a reply; Ctrl-D (or /quit) leaves.`;
@@ -16,11 +17,11 @@ export function registerChat(program: Command): void {
       program
         .command('chat')
         .description("talk to a model in its chat format; the conversation's state carries over from turn to turn")
-        .argument('<model>', 'container directory')
+        .argument('[model]', 'container directory (default: the demo model that ships with waste)')
         .option('--system <text>', 'a system message that opens the conversation'),
     ),
-  ).action(async (model: string, o: EngineFlags & GenerateFlags & { system?: string }) => {
-    const m = await Model.open(model, openOptions(o));
+  ).action(async (model: string | undefined, o: EngineFlags & GenerateFlags & { system?: string }) => {
+    const m = await Model.open(modelOrDemo(model), openOptions(o));
     const chat = m.chat({ system: o.system });
     const gen = generateOptions(o);
     const tty = Boolean(process.stdin.isTTY);

@@ -4,19 +4,21 @@ import { topLogprobs } from '../../generate/sampler.js';
 import { intArg } from '../args.js';
 import { type EngineFlags, addEngineOptions, openOptions } from '../engine-options.js';
 import { readPrompt } from './run.js';
+import { modelAndPrompt } from '../default-model.js';
 
 export function registerEval(program: Command): void {
   addEngineOptions(
     program
       .command('eval')
       .description('run a prompt and print the most likely next tokens with their probabilities (no chat format)')
-      .argument('<model>', 'container directory')
+      .argument('[model]', 'container directory (default: the demo model that ships with waste)')
       .argument('[prompt]', 'the prompt (or --file F, or standard input)')
       .option('--file <file>', 'read the prompt from a file (- for standard input)')
       .option('--top <n>', 'how many tokens to list', intArg(1, 1000), 10)
       .option('--markup', 'control-token strings in the prompt become control tokens', false)
       .option('--json', 'print JSON', false),
-  ).action(async (model: string, promptArg: string | undefined, o: EngineFlags & { file?: string; top: number; markup: boolean; json: boolean }) => {
+  ).action(async (first: string | undefined, second: string | undefined, o: EngineFlags & { file?: string; top: number; markup: boolean; json: boolean }) => {
+    const { model, prompt: promptArg } = modelAndPrompt(first, second);
     const prompt = readPrompt(promptArg, o.file);
     const m = await Model.open(model, openOptions(o));
     try {

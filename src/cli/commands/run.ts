@@ -6,6 +6,7 @@ import { WasteError, fromSystemError } from '../../util/errors.js';
 import { intArg } from '../args.js';
 import { type EngineFlags, addEngineOptions, openOptions } from '../engine-options.js';
 import { type GenerateFlags, addGenerateOptions, generateOptions, statsLine } from '../generate-options.js';
+import { modelAndPrompt } from '../default-model.js';
 
 interface RunFlags extends EngineFlags, GenerateFlags {
   file?: string;
@@ -24,7 +25,7 @@ export function registerRun(program: Command): void {
       program
         .command('run')
         .description("generate a reply to a prompt (in the model's chat format; --raw continues the text as written), streaming it to stdout")
-        .argument('<model>', 'container directory')
+        .argument('[model]', 'container directory (default: the demo model that ships with waste)')
         .argument('[prompt]', 'the prompt (or --file F, or standard input)')
         .option('--file <file>', 'read the prompt from a file (- for standard input)')
         .option('--raw', 'no chat format: continue the prompt as written (it is echoed first)', false)
@@ -35,8 +36,9 @@ export function registerRun(program: Command): void {
         .option('--logprobs <n>', 'with --json: each token with its log-probability and the n most likely alternatives (0..20)', intArg(0, 20))
         .option('-q, --quiet', 'print only the reply (no statistics line)', false),
     ),
-  ).action(async (model: string, promptArg: string | undefined, o: RunFlags) => {
+  ).action(async (first: string | undefined, second: string | undefined, o: RunFlags) => {
     if (o.logprobs !== undefined && !o.json) throw new WasteError('E_ARG', '--logprobs goes with --json');
+    const { model, prompt: promptArg } = modelAndPrompt(first, second);
     const prompt = readPrompt(promptArg, o.file);
     const m = await Model.open(model, openOptions(o));
     try {
