@@ -22,6 +22,7 @@ import { type MemoryPlan, planFor, planMemory } from './runtime/plan.js';
 import { ReaderPool } from './runtime/readers.js';
 import { Session, type SessionHost } from './session.js';
 import { Chat, type ChatOptions } from './generate/chat.js';
+import { type GenerationDefaults, readGenerationDefaults } from './generate/defaults.js';
 import { type ChatFormat, loadChatFormat } from './tokenizer/chat.js';
 import { loadTokenizer } from './tokenizer/load.js';
 import type { Tokenizer } from './tokenizer/tokenizer.js';
@@ -110,6 +111,7 @@ export class Model implements SessionHost {
   private closed = false;
   private tok: Tokenizer | null | undefined;
   private chatFmt: ChatFormat | undefined;
+  private genDefaults: GenerationDefaults | undefined;
   private digest: Uint8Array | undefined;
 
   private constructor(p: {
@@ -300,6 +302,11 @@ export class Model implements SessionHost {
   /** The chat format: chat.json, the Jinja chat template, or Kimi's default. */
   chatFormat(): ChatFormat {
     return (this.chatFmt ??= loadChatFormat(this.dir));
+  }
+
+  /** The sampling settings of the model's generation_config.json (empty when it has none); explicit options win. */
+  generationDefaults(): GenerationDefaults {
+    return (this.genDefaults ??= readGenerationDefaults(this.dir));
   }
 
   /** Text to ids: plain mode (control-token strings are ordinary text) unless `markup`. */

@@ -1,5 +1,6 @@
 import * as fs from 'node:fs';
 import { writeFileAtomic } from './container/write.js';
+import { type GenerationDefaults, withDefaults } from './generate/defaults.js';
 import { type GenerateOptions, type GeneratedToken, type GenerationResult, generateTokens } from './generate/generate.js';
 import type { KimiLinearConfig } from './model/kimi-linear/config.js';
 import type { KimiLinearModel } from './model/kimi-linear/forward.js';
@@ -14,6 +15,8 @@ export interface SessionHost {
   readonly config: KimiLinearConfig;
   /** The model's tokenizer; throws a clear error when it has none. */
   tokenizer(): Tokenizer;
+  /** Sampling settings the model recommends (generation_config.json); options given explicitly win. */
+  generationDefaults(): GenerationDefaults;
   /** A digest of the model's weights and shapes: a saved session loads only into the same model. */
   identity(): Uint8Array;
   release(state: KimiLinearState): void;
@@ -85,7 +88,7 @@ export class Session {
   generate(prompt: string | number[], opts: SessionGenerateOptions = {}): AsyncGenerator<GeneratedToken, GenerationResult> {
     const tok = this.host.tokenizer();
     const ids = typeof prompt === 'string' ? tok.encode(prompt, { markup: opts.markup }) : prompt;
-    return generateTokens(this, ids, opts, tok.decoder(), this.host.config.eosTokenIds);
+    return generateTokens(this, ids, withDefaults(this.host.generationDefaults(), opts), tok.decoder(), this.host.config.eosTokenIds);
   }
 
   reset(): void {

@@ -317,3 +317,42 @@ describe('chat formats from files', () => {
     }
   });
 });
+
+describe("a model's generation_config.json", () => {
+  it('supplies the sampling settings a caller leaves out; explicit ones win; a bad file is one clear error', async () => {
+    const plain = synth({ shape: 'tiny', seed: 37, tokenizer: true }, 'gen-plain');
+    const dir = synth({ shape: 'tiny', seed: 37, tokenizer: true }, 'gen-config');
+    fs.writeFileSync(path.join(dir, 'generation_config.json'), JSON.stringify({ do_sample: true, temperature: 0.9, top_k: 5, max_new_tokens: 7, bos_token_id: 1 }));
+    const a = await Model.open(plain, { maxContext: 64 });
+    const b = await Model.open(dir, { maxContext: 64 });
+    const text = async (m: Model, opts: object) => {
+      const s = m.session();
+      let out = '';
+      let tokens = 0;
+      for await (const t of s.generate('the fox', { seed: 3, ...opts })) {
+        out += t.text;
+        if (t.token >= 0) tokens++;
+      }
+      s.close();
+      return { out, tokens };
+    };
+    try {
+      assert.deepEqual(b.generationDefaults(), { temperature: 0.9, topK: 5, maxTokens: 7 });
+      const sampled = await text(b, {});
+      assert.ok(sampled.tokens <= 7);
+      assert.deepEqual(sampled, await text(a, { temperature: 0.9, topK: 5, maxTokens: 7 }));
+      assert.deepEqual(await text(b, { temperature: 0, maxTokens: 7 }), await text(a, { maxTokens: 7 }));
+      fs.writeFileSync(path.join(dir, 'generation_config.json'), JSON.stringify({ do_sample: false, temperature: 0.9 }));
+      const greedy = await Model.open(dir);
+      assert.deepEqual(greedy.generationDefaults(), { temperature: 0 });
+      await greedy.close();
+      fs.writeFileSync(path.join(dir, 'generation_config.json'), JSON.stringify({ temperature: 'hot' }));
+      const c = await Model.open(dir);
+      assert.throws(() => c.generationDefaults(), /generation_config\.json: "temperature" must be a number in 0\.\.100 \(got "hot"\)/);
+      await c.close();
+    } finally {
+      await a.close();
+      await b.close();
+    }
+  });
+});

@@ -28,6 +28,7 @@ function floatArg(min: number, max: number) {
 
 export function addGenerateOptions(cmd: Command): Command {
   return cmd
+    .addHelpText('after', "\nThe model's generation_config.json, when it has one, replaces the defaults of -n, --temp, --top-k, --top-p, --min-p and --repeat-penalty.")
     .option('-n, --max-tokens <n>', 'most tokens to generate per reply', intArg(1, 1 << 24), 256)
     .option('--temp <t>', 'temperature (0 = greedy: always the most likely token)', floatArg(0, 100), 0)
     .option('--top-k <k>', 'sample from the k most likely tokens (0 = off)', intArg(0, 1 << 24), 0)
@@ -40,8 +41,23 @@ export function addGenerateOptions(cmd: Command): Command {
     .option('--stop <text>', 'stop when the reply produces this text (repeatable)', (v: string, prev: string[]) => [...prev, v], [] as string[]);
 }
 
-export function generateOptions(f: GenerateFlags): GenerateOptions {
-  return {
+/** Which flag sets each option (the model's generation_config.json fills the ones left at their default). */
+const FLAG_OF: Record<string, string> = {
+  maxTokens: 'maxTokens',
+  temperature: 'temp',
+  topK: 'topK',
+  topP: 'topP',
+  minP: 'minP',
+  repetitionPenalty: 'repeatPenalty',
+};
+
+/**
+ * The options as given. Sampling options left at their default are left out when `cmd` is given,
+ * so the model's own recommendation (generation_config.json) applies; without one the defaults
+ * shown in the help are the library's.
+ */
+export function generateOptions(f: GenerateFlags, cmd?: Command): GenerateOptions {
+  const all: GenerateOptions = {
     maxTokens: f.maxTokens,
     temperature: f.temp,
     topK: f.topK,
@@ -53,6 +69,8 @@ export function generateOptions(f: GenerateFlags): GenerateOptions {
     seed: f.seed,
     stop: f.stop,
   };
+  if (cmd) for (const [key, flag] of Object.entries(FLAG_OF)) if (cmd.getOptionValueSource(flag) === 'default') delete (all as Record<string, unknown>)[key];
+  return all;
 }
 
 /** "[12 tokens, 3.1 s, 3.9 tok/s | experts 80 hit / 20 miss = 80.0 % | 0.42 GB read]" from stats before and after. */

@@ -1,13 +1,15 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { writeFileAtomic } from '../container/write.js';
+import { readGenerationDefaults } from '../generate/defaults.js';
 import { WasteError, fromSystemError } from '../util/errors.js';
 import { isObject } from '../util/fields.js';
 
 /**
  * The tokenizer side of a checkpoint, carried into the container as the C engine lays it out:
  * `tokenizer.model` (the tiktoken rank file), `specials.json` (id and text of every added token,
- * from tokenizer_config.json), `chat_template.jinja`; a HuggingFace `tokenizer.json` is kept too.
+ * from tokenizer_config.json), `chat_template.jinja`; a HuggingFace `tokenizer.json` is kept too,
+ * and so is `generation_config.json` (the sampling settings the model recommends).
  * Returns the names written.
  */
 export function copyTokenizerFiles(src: string, out: string): string[] {
@@ -46,6 +48,13 @@ export function copyTokenizerFiles(src: string, out: string): string[] {
   if (template !== undefined) {
     writeFileAtomic(path.join(out, 'chat_template.jinja'), template);
     written.push('chat_template.jinja');
+  }
+  // the model's recommended sampling settings travel with it (checked first: a bad file fails here)
+  const gen = path.join(src, 'generation_config.json');
+  if (fs.existsSync(gen)) {
+    readGenerationDefaults(src);
+    writeFileAtomic(path.join(out, 'generation_config.json'), readFile(gen));
+    written.push('generation_config.json');
   }
   return written;
 }

@@ -20,10 +20,10 @@ export function registerChat(program: Command): void {
         .argument('[model]', 'container directory (default: the demo model that ships with waste)')
         .option('--system <text>', 'a system message that opens the conversation'),
     ),
-  ).action(async (model: string | undefined, o: EngineFlags & GenerateFlags & { system?: string }) => {
+  ).action(async (model: string | undefined, o: EngineFlags & GenerateFlags & { system?: string }, cmd: Command) => {
     const m = await Model.open(modelOrDemo(model), openOptions(o));
     const chat = m.chat({ system: o.system });
-    const gen = generateOptions(o);
+    const gen = generateOptions(o, cmd);
     const tty = Boolean(process.stdin.isTTY);
     const rl = readline.createInterface({ input: process.stdin, output: process.stdout, terminal: tty, historySize: 1000 });
     let replying: AbortController | undefined;

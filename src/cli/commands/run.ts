@@ -36,7 +36,7 @@ export function registerRun(program: Command): void {
         .option('--logprobs <n>', 'with --json: each token with its log-probability and the n most likely alternatives (0..20)', intArg(0, 20))
         .option('-q, --quiet', 'print only the reply (no statistics line)', false),
     ),
-  ).action(async (first: string | undefined, second: string | undefined, o: RunFlags) => {
+  ).action(async (first: string | undefined, second: string | undefined, o: RunFlags, cmd: Command) => {
     if (o.logprobs !== undefined && !o.json) throw new WasteError('E_ARG', '--logprobs goes with --json');
     const { model, prompt: promptArg } = modelAndPrompt(first, second);
     const prompt = readPrompt(promptArg, o.file);
@@ -47,7 +47,7 @@ export function registerRun(program: Command): void {
       process.on('SIGINT', onInt);
       const before = m.stats();
       const t0 = performance.now();
-      const gen = { ...generateOptions(o), ...(o.logprobs !== undefined ? { logprobs: true, topLogprobs: o.logprobs } : {}) };
+      const gen = { ...generateOptions(o, cmd), ...(o.logprobs !== undefined ? { logprobs: true, topLogprobs: o.logprobs } : {}) };
       let result: GenerationResult;
       const out = (s: string) => {
         if (!o.json) process.stdout.write(s);
