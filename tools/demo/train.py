@@ -374,6 +374,11 @@ def write_safetensors(path, tensors):
             f.write(b)
 
 
+# The sampling the demo model is run with unless the caller says otherwise (the engine reads
+# generation_config.json): greedy decoding of so small a model repeats itself within a sentence.
+GENERATION = {"do_sample": True, "temperature": 0.7, "top_p": 0.9, "repetition_penalty": 1.15}
+
+
 def export(model, cfg, out, data_dir, log):
     tmp = out.rstrip("/") + ".tmp"
     if os.path.exists(tmp):
@@ -390,6 +395,9 @@ def export(model, cfg, out, data_dir, log):
             shutil.copyfile(src, os.path.join(tmp, fn))
         elif fn != "chat_template.jinja":
             print(f"warning: {src} not found; the export has no {fn}", flush=True)
+    with open(os.path.join(tmp, "generation_config.json"), "w") as f:
+        json.dump({"bos_token_id": cfg.get("bos_token_id"), "eos_token_id": cfg.get("eos_token_id"), **GENERATION}, f, indent=2)
+        f.write("\n")
     with open(os.path.join(tmp, "train-log.json"), "w") as f:
         json.dump(log, f, indent=2)
         f.write("\n")
@@ -467,6 +475,9 @@ def main():
     ap.add_argument("--ckpt-minutes", type=float, default=5.0)
     ap.add_argument("--log-every", type=int, default=10)
     ap.add_argument("--seed", type=int, default=1234)
+    ap.add_argument("--total-steps", type=int, default=None,
+                    help="fix the schedule's length instead of deriving it from --minutes; with --resume it "
+                         "shortens or lengthens a run's schedule from where it stands (the cosine continues at the new scale)")
     ap.add_argument("--chat-frac", type=float, default=0.25, help="share of training rows turned into one chat turn")
     ap.add_argument("--threads", type=int, default=2, help="torch (OpenMP) threads; OpenBLAS gets OPENBLAS_NUM_THREADS (1)")
     args = ap.parse_args()
@@ -509,6 +520,13 @@ def main():
     if args.export_only:
         do_export(model, cfg, args, state, None)
         return
+    if args.total_steps is not None:
+        if args.total_steps <= state["step"]:
+            raise SystemExit(f"--total-steps {args.total_steps}: the run is already at step {state['step']}")
+        if state["total_steps"] is not None and state["total_steps"] != args.total_steps:
+            state.setdefault("schedule_changes", []).append({"at_step": state["step"], "from": state["total_steps"], "to": args.total_steps})
+            print(f"schedule: {state['total_steps']} -> {args.total_steps} steps from step {state['step']}", flush=True)
+        state["total_steps"] = args.total_steps
 
     print(f"config {args.size}: hidden {cfg['hidden_size']}, {cfg['num_hidden_layers']} layers, "
           f"{cfg['num_experts']} experts x {cfg['moe_intermediate_size']} top-{cfg['num_experts_per_token']}; "
@@ -537,7 +555,8 @@ def main():
     def snapshot():
         return {"model": model.state_dict(), "optimizer": opt.state_dict(), "config": cfg, "args": vars(args),
                 "rng": {"torch": torch.get_rng_state(), "python": random.getstate(), "numpy": np.random.get_state()},
-                **{k: state[k] for k in ("step", "pos", "total_steps", "tokens", "wall", "history", "heldout", "calib")}}
+                **{k: state[k] for k in ("step", "pos", "total_steps", "tokens", "wall", "history", "heldout", "calib")},
+                "schedule_changes": state.get("schedule_changes", [])}
 
     while True:
         step = state["step"]
@@ -632,6 +651,7 @@ def do_export(model, cfg, args, state, ho):
         "seed": args.seed,
         "steps": state["step"],
         "total_steps": state["total_steps"],
+        "schedule_changes": state.get("schedule_changes", []),
         "tokens_seen": state["tokens"],
         "tokens_per_step": args.batch * args.seq,
         "params": {"total": total, "routed_experts": n_exp, "active_per_token": active},
