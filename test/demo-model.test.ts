@@ -42,6 +42,6 @@ describe('the demo model', () => {
     assert.equal(r.status, 0, r.stderr);
     const words = r.stdout.match(/[A-Za-z]+/g) ?? [];
     assert.ok(words.length >= 5, r.stdout);
-    assert.match(r.stderr, /\[\d+ tokens, [\d.]+ s, [\d.]+ tok\/s \| experts \d+ hit \/ \d+ miss = [\d.]+ % \| [\d.]+ GB read\]/);
+    assert.match(r.stderr, /\[\d+ tokens, [\d.]+ s, [\d.]+ tok\/s \| experts \d+ hit \/ \d+ miss = [\d.]+ % \| [\d.]+ [MG]B read\]/);
   });
 });

@@ -17,7 +17,7 @@ describe('CLI: text in, text out', () => {
   it('run streams a reply, ends with a statistics line, and --json gives the same reply as the library', async () => {
     const r = waste(['run', model, 'the quick brown fox', '-n', '12']);
     assert.equal(r.code, 0, r.err);
-    assert.match(r.err, /\[\d+ tokens, [\d.]+ s, [\d.]+ tok\/s \| experts \d+ hit \/ \d+ miss = [\d.]+ % \| [\d.]+ GB read\]/);
+    assert.match(r.err, /\[\d+ tokens, [\d.]+ s, [\d.]+ tok\/s \| experts \d+ hit \/ \d+ miss = [\d.]+ % \| [\d.]+ [MG]B read\]/);
     const j = JSON.parse(waste(['run', model, 'the quick brown fox', '-n', '12', '--json']).out);
     assert.ok(['stop', 'length'].includes(j.finish));
     assert.equal(r.out, j.text + '\n');

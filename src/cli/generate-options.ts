@@ -73,13 +73,17 @@ export function generateOptions(f: GenerateFlags, cmd?: Command): GenerateOption
   return all;
 }
 
-/** "[12 tokens, 3.1 s, 3.9 tok/s | experts 80 hit / 20 miss = 80.0 % | 0.42 GB read]" from stats before and after. */
+/** "[12 tokens, 3.1 s, 3.9 tok/s | experts 80 hit / 20 miss = 80.0 % | 420 MB read]" from stats before and after. */
 export function statsLine(model: Model, before: ReturnType<Model['stats']>, tokens: number, seconds: number): string {
   const after = model.stats();
   const hits = after.hits - before.hits;
   const misses = after.misses - before.misses;
-  const gb = (after.bytesRead - before.bytesRead) / 1e9;
   const rate = seconds > 0 ? tokens / seconds : 0;
-  const experts = hits + misses ? ` | experts ${hits} hit / ${misses} miss = ${((100 * hits) / (hits + misses)).toFixed(1)} % | ${gb.toFixed(2)} GB read` : '';
+  const experts = hits + misses ? ` | experts ${hits} hit / ${misses} miss = ${((100 * hits) / (hits + misses)).toFixed(1)} % | ${readAmount(after.bytesRead - before.bytesRead)} read` : '';
   return `[${tokens} tokens, ${seconds.toFixed(1)} s, ${rate.toFixed(2)} tok/s${experts}]`;
+}
+
+/** Bytes read in decimal units, as disks are sold: "3.3 MB", "0.42 GB". */
+export function readAmount(bytes: number): string {
+  return bytes >= 1e9 ? `${(bytes / 1e9).toFixed(2)} GB` : `${(bytes / 1e6).toFixed(1)} MB`;
 }

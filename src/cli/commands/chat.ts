@@ -5,7 +5,7 @@ import type { Chat } from '../../generate/chat.js';
 import { WasteError } from '../../util/errors.js';
 import { formatSize } from '../../util/size.js';
 import { type EngineFlags, addEngineOptions, openOptions } from '../engine-options.js';
-import { type GenerateFlags, addGenerateOptions, generateOptions, statsLine } from '../generate-options.js';
+import { type GenerateFlags, addGenerateOptions, generateOptions, readAmount, statsLine } from '../generate-options.js';
 import { modelOrDemo } from '../default-model.js';
 
 const HELP = `commands: /reset (forget the conversation)  /save FILE  /load FILE  /stats  /help  /quit
@@ -102,7 +102,7 @@ async function command(text: string, chat: Chat, m: Model, last: string): Promis
         const s = m.stats();
         process.stdout.write(
           `${chat.session.position} tokens in the conversation; last reply ${last || '(none yet)'}\n` +
-            `experts: ${s.hits} hits, ${s.misses} misses (${(100 * s.hitRate).toFixed(1)} %), ${(s.bytesRead / 1e9).toFixed(2)} GB read; ` +
+            `experts: ${s.hits} hits, ${s.misses} misses (${(100 * s.hitRate).toFixed(1)} %), ${readAmount(s.bytesRead)} read; ` +
             `memory ${formatSize(s.allocatedBytes)} of a ${formatSize(s.budgetBytes)} budget\n`,
         );
         break;
