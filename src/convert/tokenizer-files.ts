@@ -2,8 +2,9 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { writeFileAtomic } from '../container/write.js';
 import { readGenerationDefaults } from '../generate/defaults.js';
-import { WasteError, fromSystemError } from '../util/errors.js';
+import { WasteError } from '../util/errors.js';
 import { isObject } from '../util/fields.js';
+import { readBytes, readJson } from '../util/read.js';
 
 /**
  * The tokenizer side of a checkpoint, carried into the container as the C engine lays it out:
@@ -16,12 +17,12 @@ export function copyTokenizerFiles(src: string, out: string): string[] {
   const written: string[] = [];
   const rank = ['tiktoken.model', 'tokenizer.model'].map((f) => path.join(src, f)).find((f) => fs.existsSync(f));
   if (rank) {
-    writeFileAtomic(path.join(out, 'tokenizer.model'), readFile(rank));
+    writeFileAtomic(path.join(out, 'tokenizer.model'), readBytes(rank));
     written.push('tokenizer.model');
   }
   const hf = path.join(src, 'tokenizer.json');
   if (fs.existsSync(hf)) {
-    writeFileAtomic(path.join(out, 'tokenizer.json'), readFile(hf));
+    writeFileAtomic(path.join(out, 'tokenizer.json'), readBytes(hf));
     written.push('tokenizer.json');
   }
 
@@ -53,7 +54,7 @@ export function copyTokenizerFiles(src: string, out: string): string[] {
   const gen = path.join(src, 'generation_config.json');
   if (fs.existsSync(gen)) {
     readGenerationDefaults(src);
-    writeFileAtomic(path.join(out, 'generation_config.json'), readFile(gen));
+    writeFileAtomic(path.join(out, 'generation_config.json'), readBytes(gen));
     written.push('generation_config.json');
   }
   return written;
@@ -62,7 +63,7 @@ export function copyTokenizerFiles(src: string, out: string): string[] {
 /** chat_template.jinja, else chat_template.json's template, else tokenizer_config.json's. */
 function chatTemplate(src: string, tcfg: Record<string, unknown> | undefined): string | undefined {
   const jinja = path.join(src, 'chat_template.jinja');
-  if (fs.existsSync(jinja)) return readFile(jinja).toString('utf8');
+  if (fs.existsSync(jinja)) return readBytes(jinja).toString('utf8');
   const json = path.join(src, 'chat_template.json');
   if (fs.existsSync(json)) {
     const doc = readJson(json);
@@ -81,21 +82,4 @@ function pickTemplate(t: unknown): string | undefined {
     return (named.find((x) => x.name === 'default') ?? named[0])?.template;
   }
   return undefined;
-}
-
-function readFile(file: string): Buffer {
-  try {
-    return fs.readFileSync(file);
-  } catch (e) {
-    throw fromSystemError(file, e);
-  }
-}
-
-function readJson(file: string): unknown {
-  try {
-    return JSON.parse(readFile(file).toString('utf8'));
-  } catch (e) {
-    if (e instanceof SyntaxError) throw new WasteError('E_FORMAT', `${file}: not valid JSON (${e.message})`);
-    throw e;
-  }
 }

@@ -1,7 +1,8 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { WasteError, fromSystemError } from '../util/errors.js';
+import { WasteError } from '../util/errors.js';
 import { isObject } from '../util/fields.js';
+import { readJson } from '../util/read.js';
 import type { GenerateOptions } from './generate.js';
 
 /** The sampling settings a model recommends for itself; what a caller sets explicitly wins. */
@@ -25,12 +26,7 @@ const KEYS: [string, keyof GenerationDefaults, number, number][] = [
 export function readGenerationDefaults(dir: string): GenerationDefaults {
   const file = path.join(dir, 'generation_config.json');
   if (!fs.existsSync(file)) return {};
-  let doc: unknown;
-  try {
-    doc = JSON.parse(fs.readFileSync(file, 'utf8'));
-  } catch (e) {
-    throw e instanceof SyntaxError ? new WasteError('E_FORMAT', `${file}: not valid JSON (${e.message})`) : fromSystemError(file, e);
-  }
+  const doc = readJson(file);
   if (!isObject(doc)) throw new WasteError('E_FORMAT', `${file}: not a JSON object`);
   const out: GenerationDefaults = {};
   for (const [key, ours, lo, hi] of KEYS) {

@@ -1,8 +1,9 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { Template } from '@huggingface/jinja';
-import { WasteError, fromSystemError } from '../util/errors.js';
+import { WasteError } from '../util/errors.js';
 import { isObject } from '../util/fields.js';
+import { readJson, readText } from '../util/read.js';
 import type { Tokenizer } from './tokenizer.js';
 
 /**
@@ -222,21 +223,4 @@ function parseChatJson(file: string): TurnFormat {
     open: doc.open,
     defaultSystem: doc.system_default as string | undefined,
   };
-}
-
-function readText(file: string): string {
-  try {
-    return fs.readFileSync(file, 'utf8');
-  } catch (e) {
-    throw fromSystemError(file, e);
-  }
-}
-
-function readJson(file: string): unknown {
-  try {
-    return JSON.parse(readText(file));
-  } catch (e) {
-    if (e instanceof SyntaxError) throw new WasteError('E_FORMAT', `${file}: not valid JSON (${e.message})`);
-    throw e;
-  }
 }

@@ -1,7 +1,8 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { WasteError, fromSystemError } from '../util/errors.js';
+import { WasteError } from '../util/errors.js';
 import { isObject } from '../util/fields.js';
+import { readBytes, readJson } from '../util/read.js';
 import { HfTokenizer } from './hf.js';
 import { parseRanks } from './ranks.js';
 import { TiktokenTokenizer } from './tiktoken.js';
@@ -17,7 +18,7 @@ export function loadTokenizer(dir: string, opts: { modelVocab?: number } = {}): 
   const at = (f: string) => path.join(dir, f);
   const rankFile = ['tokenizer.model', 'tiktoken.model'].map(at).find((f) => fs.existsSync(f));
   if (rankFile) {
-    const ranks = parseRanks(read(rankFile), rankFile);
+    const ranks = parseRanks(readBytes(rankFile), rankFile);
     const named = fs.existsSync(at('specials.json')) ? specialsJson(at('specials.json')) : fs.existsSync(at('tokenizer_config.json')) ? configSpecials(at('tokenizer_config.json')) : [];
     return new TiktokenTokenizer(ranks, named, rankFile, opts.modelVocab);
   }
@@ -59,21 +60,4 @@ function configSpecials(file: string): { id: number; text: string }[] {
       throw new WasteError('E_FORMAT', `${file}: added_tokens_decoder["${id}"] is not a token id with a "content" string`);
     return { id: Number(id), text: v.content };
   });
-}
-
-function read(file: string): Uint8Array {
-  try {
-    return fs.readFileSync(file);
-  } catch (e) {
-    throw fromSystemError(file, e);
-  }
-}
-
-function readJson(file: string): unknown {
-  try {
-    return JSON.parse(Buffer.from(read(file)).toString('utf8'));
-  } catch (e) {
-    if (e instanceof SyntaxError) throw new WasteError('E_FORMAT', `${file}: not valid JSON (${e.message})`);
-    throw e;
-  }
 }
