@@ -54,16 +54,22 @@ export function vq_nearest(X: usize, CT: usize, cn: usize, entries: i32, dim: i3
         best = e;
       }
     }
-    if (bytes) store<u8>(idx + <usize>r, <u8>best);
-    else store<i32>(idx + (<usize>r << 2), best);
-    if (dist) {
-      let xx: f32 = 0;
-      for (let d = 0; d < dim; d++) {
-        const v = load<f32>(x + (<usize>d << 2));
-        xx += v * v;
-      }
-      store<f32>(dist + (<usize>r << 2), max<f32>(0, xx + bestV));
+    store_nearest(x, dim, r, best, bestV, idx, bytes, dist);
+  }
+}
+
+/** Record vector r's nearest entry, and its squared distance ‖x‖² + (‖c‖² − 2x·c) when asked. */
+@inline
+function store_nearest(x: usize, dim: i32, r: i32, best: i32, bestV: f32, idx: usize, bytes: i32, dist: usize): void {
+  if (bytes) store<u8>(idx + <usize>r, <u8>best);
+  else store<i32>(idx + (<usize>r << 2), best);
+  if (dist) {
+    let xx: f32 = 0;
+    for (let d = 0; d < dim; d++) {
+      const v = load<f32>(x + (<usize>d << 2));
+      xx += v * v;
     }
+    store<f32>(dist + (<usize>r << 2), max<f32>(0, xx + bestV));
   }
 }
 
@@ -164,16 +170,7 @@ function finish(x: usize, bv: v128, bi: v128, r: i32, idx: usize, bytes: i32, di
       best = i;
     }
   }
-  if (bytes) store<u8>(idx + <usize>r, <u8>best);
-  else store<i32>(idx + (<usize>r << 2), best);
-  if (dist) {
-    let xx: f32 = 0;
-    for (let d = 0; d < 8; d++) {
-      const v = load<f32>(x + (<usize>d << 2));
-      xx += v * v;
-    }
-    store<f32>(dist + (<usize>r << 2), max<f32>(0, xx + bestV));
-  }
+  store_nearest(x, 8, r, best, bestV, idx, bytes, dist);
 }
 
 /** dmin[r] = min(dmin[r], ‖X[r] − c‖²) for vectors [r0, r1): the k-means++ seeding update. */
