@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
-import { createRequire } from 'node:module';
 import * as path from 'node:path';
 import { describe, it } from 'node:test';
 import { Tiktoken } from 'tiktoken';
+import { cl100k } from '../src/bench/tokenizer.js';
 import { KIMI_PATTERN_ORIGINAL } from '../src/tokenizer/pattern.js';
 import { parseRanks } from '../src/tokenizer/ranks.js';
 import { TiktokenTokenizer } from '../src/tokenizer/tiktoken.js';
@@ -15,17 +15,8 @@ import { ROOT, tmpDir } from './helpers.js';
  * WebAssembly) given the same ranks — cl100k_base, which it ships — and Kimi's pattern as the
  * Python source writes it. The ids must be identical on a multilingual corpus.
  */
-const require = createRequire(import.meta.url);
-const cl100k: { bpe_ranks: string } = require('tiktoken/encoders/cl100k_base.json');
-
-/** cl100k's compact "! offset tok tok …" form as a tiktoken.model file ("base64 rank" per line). */
-function rankFile(): Uint8Array {
-  const fields = cl100k.bpe_ranks.split('\n')[0].split(' ');
-  const offset = Number(fields[1]);
-  return Buffer.from(fields.slice(2).map((b64, i) => `${b64} ${offset + i}`).join('\n') + '\n');
-}
-
-const ranks = parseRanks(rankFile(), 'cl100k');
+const { bpeRanks, rankFile } = cl100k();
+const ranks = parseRanks(rankFile, 'cl100k');
 const named = [
   { id: 100257, text: '<|endoftext|>' },
   { id: 100258, text: '<|im_end|>' },
@@ -34,7 +25,7 @@ const named = [
 ];
 const ours = new TiktokenTokenizer(ranks, named, 'cl100k');
 const specialsForPeer: Record<string, number> = Object.fromEntries([...ours.specials].map(([id, text]) => [text, id]));
-const peer = new Tiktoken(cl100k.bpe_ranks, specialsForPeer, KIMI_PATTERN_ORIGINAL);
+const peer = new Tiktoken(bpeRanks, specialsForPeer, KIMI_PATTERN_ORIGINAL);
 
 const corpus = fs.readFileSync(path.join(ROOT, 'test', 'fixtures', 'multilingual.txt'), 'utf8');
 const edge = [
@@ -106,14 +97,14 @@ describe('tokenizer files', () => {
 
   it('loads a container\'s tokenizer.model + specials.json, and a checkpoint\'s tiktoken.model + tokenizer_config.json', () => {
     const dir = tmpDir('tok');
-    fs.writeFileSync(path.join(dir, 'tokenizer.model'), rankFile());
+    fs.writeFileSync(path.join(dir, 'tokenizer.model'), rankFile);
     fs.writeFileSync(path.join(dir, 'specials.json'), JSON.stringify([{ id: 100258, text: '<|im_end|>' }]));
     const t = loadTokenizer(dir)!;
     assert.equal(t.specialId('<|im_end|>'), 100258);
     assert.equal(t.specialId('<|reserved_token_100300|>'), 100300);
     assert.equal(t.vocabSize, 100256 + 256);
     const hf = tmpDir('tok-hf');
-    fs.writeFileSync(path.join(hf, 'tiktoken.model'), rankFile());
+    fs.writeFileSync(path.join(hf, 'tiktoken.model'), rankFile);
     fs.writeFileSync(path.join(hf, 'tokenizer_config.json'), JSON.stringify({ added_tokens_decoder: { '100257': { content: '[BOS]', special: true } } }));
     assert.equal(loadTokenizer(hf)!.specialId('[BOS]'), 100257);
     fs.writeFileSync(path.join(hf, 'tokenizer_config.json'), JSON.stringify({ added_tokens_decoder: { x: { content: 1 } } }));

@@ -24,10 +24,8 @@ export interface TokenizerBenchResult {
  */
 export function benchTokenizer(): TokenizerBenchResult {
   const require = createRequire(import.meta.url);
-  const cl100k: { bpe_ranks: string } = require('tiktoken/encoders/cl100k_base.json');
   const { Tiktoken } = require('tiktoken') as typeof import('tiktoken');
-  const fields = cl100k.bpe_ranks.split('\n')[0].split(' ');
-  const rankFile = Buffer.from(fields.slice(2).map((b64, i) => `${b64} ${Number(fields[1]) + i}`).join('\n') + '\n');
+  const { bpeRanks, rankFile } = cl100k();
   const corpus = fs.readFileSync(fileURLToPath(new URL('../../../test/fixtures/multilingual.txt', import.meta.url)), 'utf8');
   let text = corpus.repeat(Math.ceil(1e6 / Buffer.byteLength(corpus)));
   while (Buffer.byteLength(text) > 1e6) text = text.slice(0, text.length - 1000);
@@ -61,7 +59,7 @@ export function benchTokenizer(): TokenizerBenchResult {
   const decodeMs = best(() => {
     tok.decode(ids);
   });
-  const peer = new Tiktoken(cl100k.bpe_ranks, {}, KIMI_PATTERN_ORIGINAL);
+  const peer = new Tiktoken(bpeRanks, {}, KIMI_PATTERN_ORIGINAL);
   let peerIds: number[] = [];
   const peerEncodeMs = best(() => {
     peerIds = pieces.flatMap((p) => [...peer.encode_ordinary(p)]);
@@ -69,6 +67,18 @@ export function benchTokenizer(): TokenizerBenchResult {
   peer.free();
   const sameIds = peerIds.length === ids.length && ids.every((t, i) => t === peerIds[i]);
   return { textBytes: Buffer.byteLength(text), tokens: ids.length, loadMs, encodeMs, decodeMs, peerEncodeMs, sameIds };
+}
+
+/**
+ * The cl100k_base ranks the tiktoken package ships (a devDependency): its compact
+ * "! offset tok tok …" form, and the same ranks as a tiktoken.model file ("base64 rank" per line).
+ */
+export function cl100k(): { bpeRanks: string; rankFile: Uint8Array } {
+  const require = createRequire(import.meta.url);
+  const { bpe_ranks }: { bpe_ranks: string } = require('tiktoken/encoders/cl100k_base.json');
+  const fields = bpe_ranks.split('\n')[0].split(' ');
+  const offset = Number(fields[1]);
+  return { bpeRanks: bpe_ranks, rankFile: Buffer.from(fields.slice(2).map((b64, i) => `${b64} ${offset + i}`).join('\n') + '\n') };
 }
 
 export function renderTokenizerBench(r: TokenizerBenchResult): string {
