@@ -9,17 +9,8 @@ import { kimiLinearTensors } from './tensors.js';
 import { rankFileText } from '../tokenizer/ranks.js';
 import { synthVocabulary } from './tokenizer.js';
 
-/** A Jinja chat template in the shape of Kimi's (each turn: role marker, role name, middle, content, end). */
-export const KIMI_STYLE_TEMPLATE = [
-  '{%- for m in messages -%}',
-  "{%- if m.role == 'system' -%}<|im_system|>system<|im_middle|>",
-  "{%- elif m.role == 'user' -%}<|im_user|>user<|im_middle|>",
-  "{%- elif m.role == 'assistant' -%}<|im_assistant|>assistant<|im_middle|>",
-  '{%- else -%}<|im_system|>tool<|im_middle|>{%- endif -%}',
-  '{{ m.content }}<|im_end|>',
-  '{%- endfor -%}',
-  '{%- if add_generation_prompt -%}<|im_assistant|>assistant<|im_middle|>{%- endif -%}',
-].join('\n');
+export { KIMI_STYLE_TEMPLATE } from '../tokenizer/kimi-template.js';
+import { KIMI_STYLE_TEMPLATE } from '../tokenizer/kimi-template.js';
 
 /**
  * A random Kimi-Linear checkpoint in HuggingFace format — config.json, bf16 safetensors (one file

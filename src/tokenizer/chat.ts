@@ -4,6 +4,7 @@ import { Template } from '@huggingface/jinja';
 import { WasteError } from '../util/errors.js';
 import { isObject } from '../util/fields.js';
 import { readJson, readText } from '../util/read.js';
+import { KIMI_STYLE_TEMPLATE } from './kimi-template.js';
 import type { Tokenizer } from './tokenizer.js';
 
 /**
@@ -19,15 +20,45 @@ export interface ChatMessage {
   toolCallId?: string;
   /** Ids the model produced for this (assistant) message; used instead of re-tokenizing its text. */
   ids?: number[];
+  /** An assistant's tool calls. */
+  toolCalls?: ToolCall[];
+  /** An assistant's reasoning, kept apart from its content. */
+  reasoning?: string;
+}
+
+export interface ToolCall {
+  id: string;
+  name: string;
+  /** The arguments as JSON text. */
+  arguments: string;
+}
+
+export interface EncodeOptions {
+  /** End with the hand-over to the assistant (default true). */
+  open?: boolean;
+  /** Tool declarations (OpenAI shape) for templates that render them. */
+  tools?: unknown[];
+  /** More template variables: `thinking`, `reasoning_effort`, a client's chat_template_kwargs… */
+  vars?: Record<string, unknown>;
+}
+
+/**
+ * How a model marks up its reply, as far as the template tells: the reasoning block and the
+ * tool-call syntax ("kimi": `<|tool_calls_section_begin|>…`, "hermes": `<tool_call>{…}</tool_call>`).
+ */
+export interface ReplySyntax {
+  think?: { open: string; close: string };
+  tools?: 'kimi' | 'hermes';
 }
 
 export interface ChatFormat {
   /** Where it came from: "chat_template.jinja", "chat.json", "Kimi default". */
   readonly source: string;
   /** The conversation as ids, ending with the hand-over to the assistant when `open`. */
-  encode(tokenizer: Tokenizer, messages: ChatMessage[], opts?: { open?: boolean; tools?: unknown[] }): number[];
+  encode(tokenizer: Tokenizer, messages: ChatMessage[], opts?: EncodeOptions): number[];
   /** What ends an assistant turn: the markup after its content ("<|im_end|>" for Kimi). */
   readonly assistantEnd: string;
+  readonly syntax: ReplySyntax;
 }
 
 /** A piece of rendered conversation: markup, a message's text, or a generated message's ids. */
@@ -67,6 +98,7 @@ export const KIMI_TURNS: TurnFormat = {
 
 export class TurnChatFormat implements ChatFormat {
   readonly assistantEnd: string;
+  readonly syntax: ReplySyntax = {};
 
   constructor(
     private readonly turns: TurnFormat,
@@ -75,7 +107,9 @@ export class TurnChatFormat implements ChatFormat {
     this.assistantEnd = turns.assistant[1];
   }
 
-  encode(tokenizer: Tokenizer, messages: ChatMessage[], opts: { open?: boolean } = {}): number[] {
+  encode(tokenizer: Tokenizer, messages: ChatMessage[], opts: EncodeOptions = {}): number[] {
+    if (opts.tools?.length || messages.some((m) => m.toolCalls?.length))
+      throw new WasteError('E_UNSUPPORTED', `${this.source} has no way to write tools or tool calls; give the model a chat_template.jinja that does`);
     const t = this.turns;
     const segments: Segment[] = [];
     const all = t.defaultSystem !== undefined && messages[0]?.role !== 'system' ? [{ role: 'system' as const, content: t.defaultSystem }, ...messages] : messages;
@@ -90,10 +124,28 @@ export class TurnChatFormat implements ChatFormat {
   }
 }
 
-// Private-use characters mark where each message's content sits in a rendered template.
+// Private-use characters mark where each message's content (and every other string a client
+// wrote: tool declarations, call arguments, ids) sits in a rendered template, so it is tokenized as
+// plain text and cannot become control tokens.
 const OPEN = '\uE000';
 const CLOSE = '\uE001';
 const SENTINELS = /[\uE000\uE001]/g;
+const plain = (s: string) => `${OPEN}s:${s.replace(SENTINELS, '')}${CLOSE}`;
+
+function wrapStrings(v: unknown): unknown {
+  if (typeof v === 'string') return plain(v);
+  if (Array.isArray(v)) return v.map(wrapStrings);
+  if (isObject(v)) return Object.fromEntries(Object.entries(v).map(([k, x]) => [plain(k), wrapStrings(x)]));
+  return v;
+}
+
+/** What a template's text says about the reply's markup. */
+function syntaxOf(template: string): ReplySyntax {
+  return {
+    ...(template.includes('<think>') && template.includes('</think>') ? { think: { open: '<think>', close: '</think>' } } : {}),
+    ...(template.includes('tool_call_begin') ? { tools: 'kimi' as const } : template.includes('<tool_call>') ? { tools: 'hermes' as const } : {}),
+  };
+}
 
 /**
  * A Jinja chat template (chat_template.jinja, or tokenizer_config.json's chat_template), rendered
@@ -104,6 +156,7 @@ const SENTINELS = /[\uE000\uE001]/g;
 export class JinjaChatFormat implements ChatFormat {
   private readonly template: Template;
   readonly assistantEnd: string;
+  readonly syntax: ReplySyntax;
 
   constructor(
     text: string,
@@ -115,6 +168,7 @@ export class JinjaChatFormat implements ChatFormat {
     } catch (e) {
       throw new WasteError('E_FORMAT', `${source}: the chat template does not parse (${(e as Error).message})`);
     }
+    this.syntax = syntaxOf(text);
     // what follows an assistant message's content, up to the next message (or the end)
     const probe = this.render([
       { role: 'user', content: 'u' },
@@ -130,13 +184,17 @@ export class JinjaChatFormat implements ChatFormat {
     this.assistantEnd = marker ? marker[0] : end.trimEnd();
   }
 
-  private render(messages: ChatMessage[], open: boolean, tools?: unknown[]): { segments: Segment[]; ids: Map<number, number[]> } {
+  private render(messages: ChatMessage[], open: boolean, tools?: unknown[], vars: Record<string, unknown> = {}): { segments: Segment[]; ids: Map<number, number[]> } {
     const ids = new Map<number, number[]>();
     const wrapped = messages.map((m, i) => {
       const content = m.content.replace(SENTINELS, '');
       if (m.ids) ids.set(i, m.ids);
-      const base = { role: m.role, content: `${OPEN}${i}:${content}${CLOSE}` };
-      return m.toolCallId !== undefined ? { ...base, tool_call_id: m.toolCallId } : base;
+      const out: Record<string, unknown> = { role: m.role, content: `${OPEN}${i}:${content}${CLOSE}` };
+      if (m.toolCallId !== undefined) out.tool_call_id = plain(m.toolCallId);
+      if (m.reasoning) out.reasoning_content = plain(m.reasoning);
+      if (m.toolCalls?.length)
+        out.tool_calls = m.toolCalls.map((c) => ({ id: plain(c.id), type: 'function', function: { name: plain(c.name), arguments: plain(c.arguments) } }));
+      return out;
     });
     let text: string;
     try {
@@ -144,9 +202,10 @@ export class JinjaChatFormat implements ChatFormat {
         bos_token: '',
         eos_token: '',
         ...this.extra,
+        ...vars,
         messages: wrapped,
         add_generation_prompt: open,
-        ...(tools ? { tools } : {}),
+        ...(tools?.length ? { tools: wrapStrings(tools) } : {}),
       });
     } catch (e) {
       throw new WasteError('E_FORMAT', `${this.source}: the chat template failed (${(e as Error).message})`);
@@ -164,12 +223,11 @@ export class JinjaChatFormat implements ChatFormat {
       if (c >= 0 && c < o) throw this.mangled();
       segments.push({ kind: 'markup', text: text.slice(i, o) });
       const end = text.indexOf(CLOSE, o + 1);
-      const m = /^(\d+):/.exec(text.slice(o + 1, end));
+      const m = /^(\d+|s):/.exec(text.slice(o + 1, end));
       if (end < 0 || !m || text.slice(o + 1, end).includes(OPEN)) throw this.mangled();
-      const idx = Number(m[1]);
       const body = text.slice(o + 1 + m[0].length, end);
-      const gen = ids.get(idx);
-      segments.push(gen && body === messages[idx].content.replace(SENTINELS, '') ? { kind: 'ids', ids: gen } : { kind: 'text', text: body });
+      const gen = m[1] === 's' ? undefined : ids.get(Number(m[1]));
+      segments.push(gen && body === messages[Number(m[1])].content.replace(SENTINELS, '') ? { kind: 'ids', ids: gen } : { kind: 'text', text: body });
       i = end + 1;
     }
     return { segments, ids };
@@ -179,8 +237,8 @@ export class JinjaChatFormat implements ChatFormat {
     return new WasteError('E_UNSUPPORTED', `${this.source}: the chat template rewrites message contents in a way that cannot be kept apart from its markup`);
   }
 
-  encode(tokenizer: Tokenizer, messages: ChatMessage[], opts: { open?: boolean; tools?: unknown[] } = {}): number[] {
-    return encodeSegments(tokenizer, this.render(messages, opts.open ?? true, opts.tools).segments);
+  encode(tokenizer: Tokenizer, messages: ChatMessage[], opts: EncodeOptions = {}): number[] {
+    return encodeSegments(tokenizer, this.render(messages, opts.open ?? true, opts.tools, opts.vars).segments);
   }
 }
 
@@ -200,7 +258,7 @@ export function loadChatFormat(dir: string): ChatFormat {
     const text = typeof t === 'string' ? t : (named.find((x) => x.name === 'default') ?? named[0])?.template;
     if (typeof text === 'string') return new JinjaChatFormat(text, `${at('tokenizer_config.json')} chat_template`);
   }
-  return new TurnChatFormat(KIMI_TURNS, 'Kimi default');
+  return new JinjaChatFormat(KIMI_STYLE_TEMPLATE, 'Kimi default');
 }
 
 function parseChatJson(file: string): TurnFormat {

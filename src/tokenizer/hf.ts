@@ -52,6 +52,11 @@ export class HfTokenizer implements Tokenizer {
     return this.byText.get(text);
   }
 
+  /** The UTF-8 of the token decoded alone: exact for whole characters (a byte-fallback piece decodes to U+FFFD). */
+  tokenBytes(id: number): Uint8Array {
+    return new TextEncoder().encode(this.decode([id]));
+  }
+
   /**
    * Tokens of a HuggingFace model are not byte strings in general (byte-level "Ġ" symbols,
    * sentencepiece "▁" and byte fallback), so text is decoded from the ids since the last emitted

@@ -16,6 +16,11 @@ export interface Tokenizer {
   specialId(text: string): number | undefined;
   /** A streaming decoder: pieces of text as ids arrive, never a broken UTF-8 sequence. */
   decoder(): TokenDecoder;
+  /**
+   * The bytes one token stands for (a special token's: its text). Constrained sampling walks the
+   * vocabulary by these; a byte-level BPE token may be part of a UTF-8 character.
+   */
+  tokenBytes(id: number): Uint8Array;
 }
 
 export interface TokenDecoder {
