@@ -1,4 +1,5 @@
 import type { TokenDecoder } from '../tokenizer/tokenizer.js';
+import type { TokenConstraint } from '../constrain/constraint.js';
 import { WasteError } from '../util/errors.js';
 import { type SamplingOptions, Sampler, topLogprobs } from './sampler.js';
 import { StopMatcher } from './stop.js';
@@ -16,6 +17,8 @@ export interface GenerateOptions extends SamplingOptions {
   logprobs?: boolean;
   /** Stops generation within one token; the session stays usable. */
   signal?: AbortSignal;
+  /** Masks the tokens that cannot continue a grammar (structured output, tool calls) before each draw. */
+  constraint?: TokenConstraint;
 }
 
 /** One generated token: its id, the text it completes (may be empty), its log-probability. */
@@ -89,7 +92,8 @@ export async function* generateTokens(
         finish = 'aborted';
         break;
       }
-      const s = sampler.sample(logits, session.history, tokens);
+      const s = sampler.sample(opts.constraint ? opts.constraint.mask(logits) : logits, session.history, tokens);
+      opts.constraint?.accept(s.token);
       tokens.push(s.token);
       const end = ends.has(s.token);
       const shown = end ? '' : stops.push(decoder.push(s.token));

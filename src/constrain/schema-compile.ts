@@ -1,0 +1,305 @@
+import { WasteError } from '../util/errors.js';
+import { checkSchema, escapePointer, isPlainObject, resolveRef } from './schema.js';
+
+/*
+ * A checked schema compiled to a graph the matcher can follow. Combinators are multiplied out:
+ * every node is a conjunction of schema objects (named by the set of their ids, so a recursive
+ * $ref leads back to the same node), written as alternatives (anyOf/oneOf/nullable branches), each
+ * a flat set of keywords. A conjunction of two schemas is exact: per key, a property's value must
+ * satisfy what each of them says of that key (its properties entry, else its additionalProperties).
+ */
+
+export const T_NULL = 1;
+export const T_BOOLEAN = 2;
+export const T_INTEGER = 4;
+/** A number that need not be an integer (a fraction or an exponent may be written). */
+export const T_FRACTIONAL = 8;
+/** "number" is both bits: an integer is a number. */
+export const T_NUMBER = T_FRACTIONAL | T_INTEGER;
+export const T_STRING = 16;
+export const T_ARRAY = 32;
+export const T_OBJECT = 64;
+export const T_ANY = 127;
+const TYPE_BITS: Record<string, number> = { null: T_NULL, boolean: T_BOOLEAN, integer: T_INTEGER, number: T_NUMBER, string: T_STRING, array: T_ARRAY, object: T_OBJECT };
+
+export interface SchemaNode {
+  readonly id: number;
+  readonly alts: Alternative[];
+  /** Some finite JSON value satisfies it (after analysis). */
+  sat: boolean;
+}
+
+/** One alternative: keywords that all hold. */
+export interface Alternative {
+  types: number;
+  /** From enum/const: only these values. */
+  values?: unknown[];
+  minLength: number;
+  maxLength: number;
+  minItems: number;
+  maxItems: number;
+  prefix: SchemaNode[];
+  items: SchemaNode;
+  /** Every key named by properties or required, with what its value must satisfy. */
+  props: Map<string, SchemaNode>;
+  required: string[];
+  additional: SchemaNode;
+  // after analysis:
+  sat: boolean;
+  /** The types some value can be written in (0 when values restrict it). */
+  satTypes: number;
+  /** The values, as JSON.stringify writes them, that satisfy every other keyword too. */
+  texts?: string[];
+}
+
+/** A schema object as written, its subschemas parsed alike. */
+interface Base {
+  id: number;
+  bool?: boolean;
+  /** Holds any keyword of its own (else it only combines others). */
+  own: boolean;
+  types?: number;
+  values?: unknown[];
+  minLength?: number;
+  maxLength?: number;
+  minItems?: number;
+  maxItems?: number;
+  prefixItems?: Base[];
+  items?: Base;
+  properties?: Map<string, Base>;
+  required?: string[];
+  additional?: Base;
+  allOf: Base[];
+  /** Each a choice of one of the bases. */
+  anyOf: Base[][];
+}
+
+const MAX_NODES = 10_000;
+const MAX_ALTERNATIVES = 1_000;
+
+/** The schema as a node graph; E_ARG when it is outside the supported subset (see schema.ts). */
+export function compileSchema(schema: unknown): SchemaNode {
+  checkSchema(schema);
+  return new Compiler(schema).run();
+}
+
+class Compiler {
+  private nextId = 0;
+  private readonly parsed = new Map<object, Base>();
+  private readonly TRUE: Base = { id: this.nextId++, bool: true, own: false, allOf: [], anyOf: [] };
+  private readonly FALSE: Base = { id: this.nextId++, bool: false, own: false, allOf: [], anyOf: [] };
+  private readonly NULL: Base = { id: this.nextId++, own: true, types: T_NULL, allOf: [], anyOf: [] };
+  private readonly nodes = new Map<string, SchemaNode>();
+  private readonly queue: { node: SchemaNode; bases: Base[] }[] = [];
+
+  constructor(private readonly root: unknown) {}
+
+  run(): SchemaNode {
+    const top = this.node([this.parse(this.root, '#')]);
+    for (let i = 0; i < this.queue.length; i++) {
+      const { node, bases } = this.queue[i];
+      for (const term of this.expand(bases)) node.alts.push(this.merge(term));
+    }
+    analyse([...this.nodes.values()]);
+    return top;
+  }
+
+  private parse(s: unknown, at: string): Base {
+    if (s === true) return this.TRUE;
+    if (s === false) return this.FALSE;
+    const o = s as Record<string, unknown>;
+    const known = this.parsed.get(o);
+    if (known) return known;
+    const b: Base = { id: this.nextId++, own: false, allOf: [], anyOf: [] };
+    // nullable wraps the schema in a choice, and a $ref back to this object must see the wrapper
+    const self: Base = o.nullable === true ? { id: this.nextId++, own: false, allOf: [], anyOf: [[this.NULL, b]] } : b;
+    this.parsed.set(o, self);
+    const sub = (v: unknown, key: string) => this.parse(v, `${at}/${key}`);
+    if (o.type !== undefined) {
+      b.types = (Array.isArray(o.type) ? o.type : [o.type]).reduce((m: number, t) => m | TYPE_BITS[t as string], 0);
+      b.own = true;
+    }
+    if (Array.isArray(o.enum)) b.values = o.enum;
+    if (Object.hasOwn(o, 'const')) b.values = (b.values ?? [o.const]).filter((v) => jsonEqual(v, o.const));
+    if (b.values) b.own = true;
+    for (const k of ['minLength', 'maxLength', 'minItems', 'maxItems'] as const) {
+      if (typeof o[k] === 'number') {
+        b[k] = o[k];
+        b.own = true;
+      }
+    }
+    if (isPlainObject(o.properties)) {
+      b.properties = new Map(Object.entries(o.properties).map(([k, v]) => [k, sub(v, `properties/${escapePointer(k)}`)]));
+      b.own = true;
+    }
+    if (Array.isArray(o.required)) {
+      b.required = o.required as string[];
+      b.own = true;
+    }
+    if (o.additionalProperties !== undefined) {
+      b.additional = sub(o.additionalProperties, 'additionalProperties');
+      b.own = true;
+    }
+    if (o.items !== undefined) {
+      b.items = sub(o.items, 'items');
+      b.own = true;
+    }
+    if (Array.isArray(o.prefixItems)) {
+      b.prefixItems = o.prefixItems.map((v, i) => sub(v, `prefixItems/${i}`));
+      b.own = true;
+    }
+    if (Array.isArray(o.allOf)) b.allOf.push(...o.allOf.map((v, i) => sub(v, `allOf/${i}`)));
+    if (typeof o.$ref === 'string') b.allOf.push(this.parse(resolveRef(this.root, o.$ref, `${at}/$ref`), o.$ref));
+    for (const k of ['anyOf', 'oneOf'] as const) {
+      const list = o[k];
+      if (Array.isArray(list)) b.anyOf.push(list.map((v, i) => sub(v, `${k}/${i}`)));
+    }
+    return self;
+  }
+
+  /** The node for the conjunction of these schemas (shared by every path that reaches the same set). */
+  private node(bases: Base[]): SchemaNode {
+    const ids = [...new Set(bases.filter((b) => b !== this.TRUE).map((b) => b.id))].sort((a, b) => a - b);
+    const key = ids.includes(this.FALSE.id) ? 'false' : ids.join(',');
+    let n = this.nodes.get(key);
+    if (!n) {
+      if (this.nodes.size >= MAX_NODES) throw new WasteError('E_ARG', `JSON Schema too complex to enforce while sampling (over ${MAX_NODES} combinations of subschemas)`);
+      n = { id: this.nodes.size, alts: [], sat: false };
+      this.nodes.set(key, n);
+      this.queue.push({ node: n, bases: key === 'false' ? [this.FALSE] : bases });
+    }
+    return n;
+  }
+
+  /** The conjunction multiplied out: each result is a set of schemas whose own keywords must all hold. */
+  private expand(bases: Base[]): Base[][] {
+    const out: Base[][] = [];
+    const go = (pending: (Base | Base[])[], term: Base[], seen: Set<number>): void => {
+      if (out.length > MAX_ALTERNATIVES) throw new WasteError('E_ARG', `JSON Schema too complex to enforce while sampling (over ${MAX_ALTERNATIVES} alternatives in one place)`);
+      if (pending.length === 0) {
+        out.push(term);
+        return;
+      }
+      const [first, ...rest] = pending;
+      if (Array.isArray(first)) {
+        for (const choice of first) go([choice, ...rest], term, seen);
+        return;
+      }
+      if (seen.has(first.id) || first.bool === true) return go(rest, term, seen);
+      if (first.bool === false) return;
+      const seen2 = new Set(seen).add(first.id);
+      go([...first.allOf, ...first.anyOf, ...rest], first.own ? [...term, first] : term, seen2);
+    };
+    go(bases, [], new Set());
+    return out;
+  }
+
+  private merge(term: Base[]): Alternative {
+    const max = (k: 'minLength' | 'minItems') => Math.max(0, ...term.map((b) => b[k] ?? 0));
+    const min = (k: 'maxLength' | 'maxItems') => Math.min(Infinity, ...term.map((b) => b[k] ?? Infinity));
+    let values: unknown[] | undefined;
+    for (const b of term) if (b.values) values = values ? values.filter((v) => b.values!.some((w) => jsonEqual(v, w))) : b.values;
+    const types = term.reduce((m, b) => m & (b.types ?? T_ANY), T_ANY);
+    const alt: Alternative = {
+      types,
+      values,
+      minLength: max('minLength'),
+      maxLength: min('maxLength'),
+      minItems: max('minItems'),
+      maxItems: min('maxItems'),
+      prefix: [],
+      items: this.node([]),
+      props: new Map(),
+      required: [],
+      additional: this.node([]),
+      sat: false,
+      satTypes: 0,
+    };
+    // subschemas of types this alternative cannot take are not compiled at all
+    if (types & T_ARRAY) {
+      const prefixLength = Math.max(0, ...term.map((b) => b.prefixItems?.length ?? 0));
+      for (let i = 0; i < prefixLength; i++) alt.prefix.push(this.node(term.map((b) => (b.prefixItems && i < b.prefixItems.length ? b.prefixItems[i] : (b.items ?? this.TRUE)))));
+      alt.items = this.node(term.map((b) => b.items ?? this.TRUE));
+    }
+    if (types & T_OBJECT) {
+      const keys = new Set<string>();
+      for (const b of term) {
+        for (const k of b.properties?.keys() ?? []) keys.add(k);
+        for (const k of b.required ?? []) keys.add(k);
+      }
+      for (const k of keys) alt.props.set(k, this.node(term.map((b) => b.properties?.get(k) ?? b.additional ?? this.TRUE)));
+      alt.required = [...new Set(term.flatMap((b) => b.required ?? []))];
+      alt.additional = this.node(term.map((b) => b.additional ?? this.TRUE));
+    }
+    return alt;
+  }
+}
+
+/**
+ * Which nodes some finite value satisfies: the least fixed point (a node is satisfiable once one of
+ * its alternatives is, given what is known so far), so a schema that can only recurse forever is
+ * not. The matcher offers only satisfiable choices, so a reply can always be finished.
+ */
+function analyse(nodes: SchemaNode[]): void {
+  for (const n of nodes) for (const a of n.alts) if (a.values) a.texts = [...new Set(a.values.filter((v) => acceptsOwn(a, v)).map((v) => JSON.stringify(v)))];
+  for (let changed = true; changed; ) {
+    changed = false;
+    for (const n of nodes) {
+      for (const a of n.alts) {
+        if (a.sat) continue;
+        a.satTypes = a.texts ? 0 : satTypes(a);
+        a.sat = a.texts ? a.texts.length > 0 : a.satTypes !== 0;
+        if (a.sat && !n.sat) n.sat = changed = true;
+      }
+    }
+  }
+  for (const n of nodes) for (const a of n.alts) a.satTypes = a.texts ? 0 : satTypes(a);
+}
+
+function satTypes(a: Alternative): number {
+  let t = a.types & (T_NULL | T_BOOLEAN | T_NUMBER);
+  if (a.types & T_STRING && a.minLength <= a.maxLength) t |= T_STRING;
+  if (a.types & T_ARRAY && a.minItems <= a.maxItems) {
+    let ok = true;
+    for (let i = 0; i < a.minItems && ok; i++) ok = itemAt(a, i).sat;
+    if (ok) t |= T_ARRAY;
+  }
+  if (a.types & T_OBJECT && a.required.every((k) => a.props.get(k)!.sat)) t |= T_OBJECT;
+  return t;
+}
+
+export function itemAt(a: Alternative, i: number): SchemaNode {
+  return i < a.prefix.length ? a.prefix[i] : a.items;
+}
+
+/** Whether a JSON value satisfies the node (used to keep only the enum values a schema allows). */
+export function accepts(n: SchemaNode, v: unknown): boolean {
+  return n.alts.some((a) => (!a.values || a.values.some((w) => jsonEqual(v, w))) && acceptsOwn(a, v));
+}
+
+function acceptsOwn(a: Alternative, v: unknown): boolean {
+  if (v === null) return (a.types & T_NULL) !== 0;
+  if (typeof v === 'boolean') return (a.types & T_BOOLEAN) !== 0;
+  if (typeof v === 'number') return Number.isFinite(v) && (a.types & (Number.isInteger(v) ? T_INTEGER : T_FRACTIONAL)) !== 0;
+  if (typeof v === 'string') {
+    const n = [...v].length;
+    return (a.types & T_STRING) !== 0 && n >= a.minLength && n <= a.maxLength;
+  }
+  if (Array.isArray(v)) return (a.types & T_ARRAY) !== 0 && v.length >= a.minItems && v.length <= a.maxItems && v.every((x, i) => accepts(itemAt(a, i), x));
+  if (isPlainObject(v)) {
+    if (!(a.types & T_OBJECT) || !a.required.every((k) => Object.hasOwn(v, k))) return false;
+    return Object.entries(v).every(([k, x]) => accepts(a.props.get(k) ?? a.additional, x));
+  }
+  return false;
+}
+
+/** Equality of JSON values (key order ignored), as enum and const compare them. */
+export function jsonEqual(a: unknown, b: unknown): boolean {
+  if (a === b) return true;
+  if (typeof a !== 'object' || typeof b !== 'object' || a === null || b === null) return false;
+  if (Array.isArray(a) !== Array.isArray(b)) return false;
+  if (Array.isArray(a)) return a.length === (b as unknown[]).length && a.every((x, i) => jsonEqual(x, (b as unknown[])[i]));
+  const ka = Object.keys(a);
+  const bo = b as Record<string, unknown>;
+  return ka.length === Object.keys(bo).length && ka.every((k) => Object.hasOwn(bo, k) && jsonEqual((a as Record<string, unknown>)[k], bo[k]));
+}
