@@ -14,7 +14,9 @@ export type { GenerateOptions, GeneratedToken, GenerationResult, FinishReason } 
 export type { SamplingOptions } from './generate/sampler.js';
 export type { Tokenizer, TokenDecoder } from './tokenizer/tokenizer.js';
 export { loadTokenizer } from './tokenizer/load.js';
-export type { ChatFormat, ChatMessage } from './tokenizer/chat.js';
+export type { ChatFormat, ChatMessage, ToolCall, ReplySyntax } from './tokenizer/chat.js';
+export { ReplyParser, type ReplyEvent } from './generate/reply.js';
+export { startServer, createApp, type ServerOptions, type RunningServer } from './server/server.js';
 export { WasteError, type WasteErrorCode } from './util/errors.js';
 export type { KimiLinearConfig, LayerKind } from './model/kimi-linear/config.js';
 export type { Kernels } from './kernels/types.js';

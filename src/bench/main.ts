@@ -6,12 +6,15 @@
  *   dispatch   tiny-model decode with 1 and 2 threads (what the worker pool costs)
  *   convert    conversion throughput on Kimi-Linear shapes, projected onto the 48B model
  *   tokenizer  encoding 1 MB of multilingual text, next to the tiktoken package
+ *   server     one reply through the library, HTTP JSON and HTTP SSE; free vs schema-enforced decode
  */
 import { benchConvert, renderConvertBench } from './convert.js';
 import { benchDispatch, renderDispatch } from './dispatch.js';
 import { benchKernels, renderKernelBench } from './kernels.js';
 import { benchLayers, renderLayerBench } from './layers.js';
+import { benchServer, renderServerBench } from './server.js';
 import { benchTokenizer, renderTokenizerBench } from './tokenizer.js';
+import { DEMO_MODEL } from '../cli/default-model.js';
 
 const args = process.argv.slice(2);
 const what = args.find((a) => !a.startsWith('-')) ?? 'kernels';
@@ -33,7 +36,10 @@ if (what === 'kernels') {
 } else if (what === 'tokenizer') {
   const r = benchTokenizer();
   process.stdout.write(json ? JSON.stringify(r, null, 2) + '\n' : renderTokenizerBench(r));
+} else if (what === 'server') {
+  const r = await benchServer({ model: args.filter((a) => !a.startsWith('-'))[1] ?? DEMO_MODEL, log: (s) => process.stderr.write(`${s}\n`) });
+  process.stdout.write(json ? JSON.stringify(r, null, 2) + '\n' : renderServerBench(r));
 } else {
-  process.stderr.write(`unknown benchmark "${what}" (available: kernels, layers, dispatch, convert, tokenizer)\n`);
+  process.stderr.write(`unknown benchmark "${what}" (available: kernels, layers, dispatch, convert, tokenizer, server)\n`);
   process.exitCode = 2;
 }

@@ -10,6 +10,7 @@ import { registerInfo } from './commands/info.js';
 import { registerLogits } from './commands/logits.js';
 import { registerPlan } from './commands/plan.js';
 import { registerQuality } from './commands/quality.js';
+import { registerServe } from './commands/serve.js';
 import { registerSynth } from './commands/synth.js';
 import { registerVerify } from './commands/verify.js';
 import { VERSION } from '../version.js';
@@ -24,6 +25,7 @@ export async function main(argv: string[]): Promise<number> {
     .exitOverride();
   registerRun(program);
   registerChat(program);
+  registerServe(program);
   registerEval(program);
   registerTokenize(program);
   registerInfo(program);

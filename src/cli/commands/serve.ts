@@ -1,0 +1,67 @@
+import { type Command, Option } from 'commander';
+import { startServer } from '../../server/server.js';
+import { intArg } from '../args.js';
+import { modelOrDemo } from '../default-model.js';
+import { type EngineFlags, addEngineOptions, openOptions } from '../engine-options.js';
+import { parseSize } from '../../util/size.js';
+
+interface ServeFlags extends EngineFlags {
+  host: string;
+  port: number;
+  apiKey?: string;
+  modelId?: string;
+  maxTokens: number;
+  queue: number;
+  maxBody: string;
+  quiet: boolean;
+}
+
+const LOOPBACK = new Set(['127.0.0.1', '::1', 'localhost']);
+
+export function registerServe(program: Command): void {
+  addEngineOptions(
+    program
+      .command('serve')
+      .description('serve the model over HTTP: an OpenAI-compatible API (/v1/chat/completions, /v1/models), Anthropic\'s /v1/messages, /health, and a chat page at /')
+      .argument('[model]', 'container directory (default: the demo model that ships with waste)')
+      .option('--host <address>', 'address to listen on (127.0.0.1: this machine only; 0.0.0.0: every interface)', '127.0.0.1')
+      .option('--port <n>', 'port (0: any free port)', intArg(0, 65535), 8000)
+      .addOption(new Option('--api-key <key>', 'require this key from clients (Authorization: Bearer KEY)').env('WASTE_API_KEY'))
+      .option('--model-id <name>', "the model's name for clients (default: the directory's name)")
+      .option('--max-tokens <n>', 'most tokens one reply may have (requests asking for more are clipped)', intArg(1, 1 << 24), 4096)
+      .option('--queue <n>', 'requests that may wait for the engine; more get 429 Too Many Requests', intArg(0, 100000), 16)
+      .option('--max-body <size>', 'largest request body (bytes, K, M)', '8M')
+      .option('-q, --quiet', 'no request log lines', false),
+  ).action(async (modelArg: string | undefined, o: ServeFlags) => {
+    const model = modelOrDemo(modelArg);
+    const maxBodyBytes = parseSize(o.maxBody, undefined, '--max-body');
+    if (!LOOPBACK.has(o.host) && !o.apiKey) process.stderr.write(`waste serve: warning: listening on ${o.host} without --api-key: anyone who can reach this address can use the model\n`);
+    const server = await startServer({
+      model,
+      open: openOptions(o),
+      host: o.host,
+      port: o.port,
+      apiKey: o.apiKey,
+      modelId: o.modelId,
+      maxTokens: o.maxTokens,
+      queueLimit: o.queue,
+      maxBodyBytes,
+      log: o.quiet ? false : undefined,
+    });
+    const s = server.host.model.stats();
+    process.stderr.write(
+      `waste serve: ${server.host.opts.id} (${model}), context ${server.host.contextLength}, budget ${(s.budgetBytes / 1e9).toFixed(2)} GB, expert reads ${s.direct ? 'O_DIRECT' : 'buffered'}\n` +
+        `waste serve: listening on ${server.url}  (chat page: ${server.url}/, API: ${server.url}/v1)\n`,
+    );
+    await new Promise<void>((resolve) => {
+      const stop = () => {
+        process.off('SIGINT', stop);
+        process.off('SIGTERM', stop);
+        process.stderr.write('waste serve: shutting down\n');
+        void server.close().then(resolve);
+      };
+      process.on('SIGINT', stop);
+      process.on('SIGTERM', stop);
+    });
+  });
+}

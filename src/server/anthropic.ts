@@ -1,0 +1,208 @@
+import { randomBytes } from 'node:crypto';
+import type { Hono } from 'hono';
+import { streamSSE } from 'hono/streaming';
+import { z } from 'zod';
+import type { ChatMessage } from '../tokenizer/chat.js';
+import { anthropicErrorBody, badRequest } from './errors.js';
+import type { Host, TurnRequest, TurnResult } from './host.js';
+import { parseBody, toolDecls } from './openai-request.js';
+import { type TurnLog, asApiError, collectTurn, streamTurn, wasteStats, withEngine } from './run-turn.js';
+import type { RouteEnv } from './server.js';
+
+/** Anthropic's Messages API (POST /v1/messages), for clients that speak it. */
+const Text = z.object({ type: z.literal('text'), text: z.string() }).loose();
+const Block = z.discriminatedUnion('type', [
+  Text,
+  z.object({ type: z.literal('tool_use'), id: z.string(), name: z.string(), input: z.unknown() }).loose(),
+  z.object({ type: z.literal('tool_result'), tool_use_id: z.string(), content: z.union([z.string(), z.array(Text)]).optional(), is_error: z.boolean().optional() }).loose(),
+  z.object({ type: z.literal('thinking'), thinking: z.string() }).loose(),
+  z.object({ type: z.literal('redacted_thinking') }).loose(),
+]);
+const MessagesBody = z.object({
+  model: z.string().optional(),
+  max_tokens: z.number().int().min(1),
+  messages: z.array(z.object({ role: z.enum(['user', 'assistant']), content: z.union([z.string(), z.array(Block)]) })).min(1, 'messages must hold at least one message'),
+  system: z.union([z.string(), z.array(Text)]).optional(),
+  stop_sequences: z.array(z.string().min(1)).max(16).optional(),
+  stream: z.boolean().optional(),
+  temperature: z.number().min(0).max(1).optional(),
+  top_p: z.number().gt(0).max(1).optional(),
+  top_k: z.number().int().min(0).optional(),
+  tools: z
+    .array(z.object({ name: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'a tool name is 1 to 64 letters, digits, _ or -'), description: z.string().optional(), input_schema: z.record(z.string(), z.unknown()) }).loose())
+    .max(128)
+    .optional(),
+  tool_choice: z.object({ type: z.enum(['auto', 'any', 'tool', 'none']), name: z.string().optional(), disable_parallel_tool_use: z.boolean().optional() }).optional(),
+  thinking: z.union([z.object({ type: z.literal('enabled'), budget_tokens: z.number().int().min(1).optional() }).loose(), z.object({ type: z.literal('disabled') }).loose()]).optional(),
+});
+type MessagesBody = z.infer<typeof MessagesBody>;
+
+function messagesTurn(b: MessagesBody): TurnRequest {
+  const messages: ChatMessage[] = [];
+  const system = typeof b.system === 'string' ? b.system : (b.system ?? []).map((t) => t.text).join('\n');
+  if (system) messages.push({ role: 'system', content: system });
+  b.messages.forEach((m, i) => {
+    if (typeof m.content === 'string') {
+      messages.push({ role: m.role, content: m.content });
+      return;
+    }
+    if (m.role === 'user') {
+      let text = '';
+      for (const block of m.content) {
+        if (block.type === 'tool_result') {
+          const c = block.content;
+          const body = typeof c === 'string' ? c : (c ?? []).map((t) => t.text).join('');
+          messages.push({ role: 'tool', content: block.is_error ? `Error: ${body}` : body, toolCallId: block.tool_use_id });
+        } else if (block.type === 'text') text += block.text;
+        else throw badRequest(`messages[${i}]: a user message cannot hold a ${block.type} block`, 'messages');
+      }
+      if (text) messages.push({ role: 'user', content: text });
+      return;
+    }
+    let content = '';
+    let reasoning = '';
+    const calls: { id: string; name: string; arguments: string }[] = [];
+    for (const block of m.content) {
+      if (block.type === 'text') content += block.text;
+      else if (block.type === 'thinking') reasoning += block.thinking;
+      else if (block.type === 'tool_use') calls.push({ id: block.id, name: block.name, arguments: JSON.stringify(block.input ?? {}) });
+      else if (block.type === 'tool_result') throw badRequest(`messages[${i}]: an assistant message cannot hold a tool_result block`, 'messages');
+    }
+    messages.push({ role: 'assistant', content, ...(calls.length ? { toolCalls: calls } : {}), ...(reasoning ? { reasoning } : {}) });
+  });
+  const tools = toolDecls((b.tools ?? []).map((t) => ({ type: 'function' as const, function: { name: t.name, description: t.description, parameters: t.input_schema } })));
+  const tc = b.tool_choice;
+  let toolChoice: TurnRequest['toolChoice'] = tools.length ? 'auto' : 'none';
+  if (tc?.type === 'none') toolChoice = 'none';
+  else if (tc?.type === 'any') toolChoice = 'required';
+  else if (tc?.type === 'tool') {
+    if (!tc.name || !tools.some((t) => t.name === tc.name)) throw badRequest(`tool_choice names "${tc.name ?? ''}", which is not among the tools`, 'tool_choice');
+    toolChoice = { name: tc.name };
+  }
+  if (toolChoice !== 'none' && !tools.length) throw badRequest('tool_choice needs tools', 'tool_choice');
+  return {
+    messages,
+    tools,
+    toolChoice,
+    parallelToolCalls: !tc?.disable_parallel_tool_use,
+    ...(b.thinking ? { thinking: b.thinking.type === 'enabled' } : {}),
+    sampling: {
+      ...(b.temperature !== undefined ? { temperature: b.temperature } : {}),
+      ...(b.top_p !== undefined ? { topP: b.top_p } : {}),
+      ...(b.top_k !== undefined ? { topK: b.top_k } : {}),
+      ...(b.stop_sequences?.length ? { stop: b.stop_sequences } : {}),
+    },
+    maxTokens: b.max_tokens,
+  };
+}
+
+const stopReason = (r: TurnResult) => (r.finish === 'tool_calls' ? 'tool_use' : r.finish === 'length' ? 'max_tokens' : 'end_turn');
+
+function input(args: string): unknown {
+  try {
+    return JSON.parse(args);
+  } catch {
+    return {};
+  }
+}
+
+export function anthropicRoutes(app: Hono<RouteEnv>, host: Host): void {
+  app.post('/v1/messages/count_tokens', async (c) => {
+    const b = parseBody(MessagesBody.extend({ max_tokens: z.number().int().min(1).optional().default(1) }), await c.get('json')());
+    return c.json({ input_tokens: host.countTokens(messagesTurn(b)) });
+  });
+
+  app.post('/v1/messages', async (c) => {
+    const body = parseBody(MessagesBody, await c.get('json')());
+    const req = messagesTurn(body);
+    const signal = c.req.raw.signal;
+    const log: TurnLog = { stream: !!body.stream, waitedSeconds: 0 };
+    c.set('turn', log);
+    const id = `msg_${randomBytes(12).toString('hex')}`;
+    const model = host.opts.id;
+    const t0 = performance.now();
+
+    if (!body.stream) {
+      const r = await withEngine(host, c.get('client'), signal, () => {
+        log.waitedSeconds = (performance.now() - t0) / 1000;
+        return collectTurn(host, req, signal);
+      });
+      log.result = r;
+      const content: unknown[] = [];
+      if (r.reasoning) content.push({ type: 'thinking', thinking: r.reasoning, signature: '' });
+      if (r.content) content.push({ type: 'text', text: r.content });
+      for (const call of r.toolCalls) content.push({ type: 'tool_use', id: call.id, name: call.name, input: input(call.arguments) });
+      return c.json({
+        id,
+        type: 'message',
+        role: 'assistant',
+        model,
+        content,
+        stop_reason: stopReason(r),
+        stop_sequence: null,
+        usage: { input_tokens: r.promptTokens, output_tokens: r.completionTokens },
+        waste: wasteStats(r),
+      });
+    }
+
+    const inputTokens = host.countTokens(req);
+    let release: (() => void) | undefined;
+    await new Promise<void>((resolve, reject) => {
+      withEngine(host, c.get('client'), signal, () => {
+        log.waitedSeconds = (performance.now() - t0) / 1000;
+        resolve();
+        return new Promise<void>((done) => (release = done));
+      }).catch(reject);
+    });
+    let ended!: () => void;
+    log.done = new Promise<void>((resolve) => (ended = resolve));
+    return streamSSE(c, async (stream) => {
+      const ac = new AbortController();
+      stream.onAbort(() => ac.abort());
+      signal.addEventListener('abort', () => ac.abort(), { once: true });
+      const send = (event: string, data: Record<string, unknown>) => stream.writeSSE({ event, data: JSON.stringify({ type: event, ...data }) });
+      // one content block open at a time: thinking, text or a tool call
+      let index = -1;
+      let open: 'thinking' | 'text' | 'tool_use' | undefined;
+      const close = async () => {
+        if (open) await send('content_block_stop', { index });
+        open = undefined;
+      };
+      const start = async (block: Record<string, unknown> & { type: 'thinking' | 'text' | 'tool_use' }) => {
+        await close();
+        index++;
+        open = block.type;
+        await send('content_block_start', { index, content_block: block });
+      };
+      try {
+        await send('message_start', { message: { id, type: 'message', role: 'assistant', model, content: [], stop_reason: null, stop_sequence: null, usage: { input_tokens: inputTokens, output_tokens: 0 } } });
+        const r = await streamTurn(host, req, ac.signal, async (e) => {
+          if (ac.signal.aborted) return;
+          if (e.kind === 'reasoning') {
+            if (open !== 'thinking') await start({ type: 'thinking', thinking: '' });
+            await send('content_block_delta', { index, delta: { type: 'thinking_delta', thinking: e.text } });
+          } else if (e.kind === 'content') {
+            if (open !== 'text') {
+              if (!e.text.trim() && open === 'tool_use') return; // whitespace after a call
+              await start({ type: 'text', text: '' });
+            }
+            await send('content_block_delta', { index, delta: { type: 'text_delta', text: e.text } });
+          } else if (e.kind === 'call') await start({ type: 'tool_use', id: e.id, name: e.name, input: {} });
+          else await send('content_block_delta', { index, delta: { type: 'input_json_delta', partial_json: e.text } });
+        });
+        log.result = r;
+        if (r.finish === 'aborted' || ac.signal.aborted) return;
+        await close();
+        await send('message_delta', { delta: { stop_reason: stopReason(r), stop_sequence: null }, usage: { output_tokens: r.completionTokens }, waste: wasteStats(r) });
+        await send('message_stop', {});
+      } catch (e) {
+        const err = asApiError(e);
+        c.get('warn')(`stream failed: ${err.message}`);
+        if (!ac.signal.aborted) await stream.writeSSE({ event: 'error', data: JSON.stringify(anthropicErrorBody(err)) });
+      } finally {
+        release?.();
+        ended();
+      }
+    });
+  });
+}

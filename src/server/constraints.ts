@@ -1,0 +1,108 @@
+import { type TokenConstraint, grammarConstraint } from '../constrain/constraint.js';
+import { type Grammar, alt, json, lit, seq } from '../constrain/grammar.js';
+import type { TokenVocab } from '../constrain/vocab.js';
+import { HERMES_TOOL_MARKERS, KIMI_TOOL_MARKERS } from '../generate/reply.js';
+import type { ReplySyntax } from '../tokenizer/chat.js';
+
+export interface ToolDecl {
+  name: string;
+  description?: string;
+  /** JSON Schema of the arguments (an object). */
+  parameters: unknown;
+}
+
+/** Most calls one reply may make when parallel calls are allowed (the grammar is unrolled). */
+const MAX_PARALLEL = 4;
+
+const optional = (g: Grammar): Grammar => alt([seq([]), g]);
+
+/** One call, at position `index` of the section, to any of `tools`, in the template's syntax. */
+function callGrammar(style: 'kimi' | 'hermes', tools: ToolDecl[], index: number): Grammar {
+  return alt(
+    tools.map((t) =>
+      style === 'kimi'
+        ? seq([lit(KIMI_TOOL_MARKERS.call), lit(`functions.${t.name}:${index}`), lit(KIMI_TOOL_MARKERS.args), json(t.parameters), lit(KIMI_TOOL_MARKERS.callEnd)])
+        : seq([lit(HERMES_TOOL_MARKERS.call), lit(`\n{"name": ${JSON.stringify(t.name)}, "arguments": `), json(t.parameters), lit('}\n'), lit(HERMES_TOOL_MARKERS.callEnd)]),
+    ),
+  );
+}
+
+/** The calls of a section: one, or up to MAX_PARALLEL in a row. */
+function callsGrammar(style: 'kimi' | 'hermes', tools: ToolDecl[], parallel: boolean): Grammar {
+  let g: Grammar | undefined;
+  for (let i = (parallel ? MAX_PARALLEL : 1) - 1; i >= 0; i--) g = g ? seq([callGrammar(style, tools, i), optional(g)]) : callGrammar(style, tools, i);
+  return g!;
+}
+
+/** A whole tool-call section (what the model must write when a call is required). */
+export function toolSectionGrammar(style: 'kimi' | 'hermes', tools: ToolDecl[], parallel: boolean): Grammar {
+  const calls = callsGrammar(style, tools, parallel);
+  return style === 'kimi' ? seq([lit(KIMI_TOOL_MARKERS.section), calls, lit(KIMI_TOOL_MARKERS.sectionEnd)]) : calls;
+}
+
+/** The rest of a section once the model has opened it by itself (tool_choice "auto"). */
+function toolSectionRest(style: 'kimi' | 'hermes', tools: ToolDecl[], parallel: boolean): { trigger: string; grammar: Grammar } {
+  if (style === 'kimi') return { trigger: KIMI_TOOL_MARKERS.section, grammar: seq([callsGrammar(style, tools, parallel), lit(KIMI_TOOL_MARKERS.sectionEnd)]) };
+  // after "<tool_call>" the rest of the first call, then possibly more
+  const rest = (t: ToolDecl) => seq([lit(`\n{"name": ${JSON.stringify(t.name)}, "arguments": `), json(t.parameters), lit('}\n'), lit(HERMES_TOOL_MARKERS.callEnd)]);
+  return { trigger: HERMES_TOOL_MARKERS.call, grammar: alt(tools.map(rest)) };
+}
+
+/**
+ * Free text until the reply's text ends with `trigger`, then `grammar` to its end: how a reply
+ * thinks first and then answers in JSON, or calls a tool when it chooses to.
+ */
+class AfterText implements TokenConstraint {
+  private inner: TokenConstraint | undefined;
+  private tail: number[] = [];
+  private readonly want: Uint8Array;
+
+  constructor(
+    private readonly vocab: TokenVocab,
+    trigger: string,
+    private readonly then: () => TokenConstraint,
+  ) {
+    this.want = new TextEncoder().encode(trigger);
+  }
+
+  mask(logits: Float32Array): Float32Array {
+    return this.inner ? this.inner.mask(logits) : logits;
+  }
+
+  accept(token: number): void {
+    if (this.inner) return this.inner.accept(token);
+    for (const b of this.vocab.bytes(token)) this.tail.push(b);
+    if (this.tail.length > this.want.length) this.tail.splice(0, this.tail.length - this.want.length);
+    if (this.tail.length === this.want.length && this.tail.every((b, i) => b === this.want[i])) this.inner = this.then();
+  }
+
+  get complete(): boolean {
+    return this.inner?.complete ?? false;
+  }
+}
+
+export interface ConstraintPlan {
+  vocab: TokenVocab;
+  syntax: ReplySyntax;
+  endTokens: number[];
+  /** The reply begins inside the reasoning block: the grammar starts after it closes. */
+  reasoningFirst: boolean;
+  /** Structured output: the JSON Schema the content must match. */
+  schema?: unknown;
+  /** Tools the model may call, and whether it must. */
+  tools?: { decls: ToolDecl[]; required: boolean; parallel: boolean };
+}
+
+/** The constraint for a turn, or undefined when the reply is free text. */
+export function turnConstraint(p: ConstraintPlan): TokenConstraint | undefined {
+  const now = (g: Grammar) => () => grammarConstraint(p.vocab, g, p.endTokens);
+  const afterReasoning = (make: () => TokenConstraint) => (p.reasoningFirst && p.syntax.think ? new AfterText(p.vocab, p.syntax.think.close, make) : make());
+  const style = p.syntax.tools;
+  if (p.tools && style) {
+    if (p.tools.required) return afterReasoning(now(toolSectionGrammar(style, p.tools.decls, p.tools.parallel)));
+    const { trigger, grammar } = toolSectionRest(style, p.tools.decls, p.tools.parallel);
+    return new AfterText(p.vocab, trigger, now(grammar));
+  }
+  if (p.schema !== undefined) return afterReasoning(now(json(p.schema)));
+  return undefined;
+}

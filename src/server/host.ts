@@ -1,0 +1,215 @@
+import { vocabOf } from '../constrain/vocab.js';
+import type { TokenVocab } from '../constrain/vocab.js';
+import { validator } from '../constrain/schema.js';
+import type { Model } from '../engine.js';
+import type { FinishReason, GenerateOptions, GenerationResult } from '../generate/generate.js';
+import { type ReplyEvent, ReplyParser } from '../generate/reply.js';
+import type { Session } from '../session.js';
+import type { ChatMessage, ToolCall } from '../tokenizer/chat.js';
+import { WasteError } from '../util/errors.js';
+import { type ToolDecl, turnConstraint } from './constraints.js';
+import { ApiError, badRequest } from './errors.js';
+import { FairQueue } from './queue.js';
+
+/** One chat turn as both APIs ask for it. */
+export interface TurnRequest {
+  messages: ChatMessage[];
+  tools: ToolDecl[];
+  /** "auto" (default with tools), "none", "required", or the name of the one tool to call. */
+  toolChoice: 'auto' | 'none' | 'required' | { name: string };
+  parallelToolCalls: boolean;
+  /** Structured output: the reply is a JSON document matching this schema. */
+  schema?: unknown;
+  /** Reasoning on or off (undefined: the template's default) and its effort, handed to the template. */
+  thinking?: boolean;
+  effort?: string;
+  templateVars?: Record<string, unknown>;
+  sampling: Omit<GenerateOptions, 'signal' | 'constraint' | 'stopTokens' | 'maxTokens'>;
+  /** Most tokens to generate; undefined: as many as the server allows. */
+  maxTokens?: number;
+}
+
+export interface TurnResult {
+  reasoning: string;
+  content: string;
+  toolCalls: ToolCall[];
+  /** OpenAI's finish reasons; "aborted" when the client went away. */
+  finish: 'stop' | 'length' | 'tool_calls' | 'aborted';
+  /** The stop string that ended the reply, if one did. */
+  stopped: boolean;
+  promptTokens: number;
+  completionTokens: number;
+  prefillSeconds: number;
+  generateSeconds: number;
+  /** Expert-cache activity during the turn. */
+  hits: number;
+  misses: number;
+  bytesRead: number;
+}
+
+export interface HostOptions {
+  /** The name clients use for the model. */
+  id: string;
+  /** Cap on tokens per reply (a request asking more is clipped). */
+  maxTokens: number;
+  /** Requests that may wait for the engine; more get 429. */
+  queueLimit: number;
+}
+
+/**
+ * The engine behind the HTTP routes: one model, one session, requests taking turns through a fair
+ * queue. Each turn renders the conversation in the model's chat template; when the session has
+ * already consumed a prefix of it (the conversation so far), only the rest is fed — the logits are
+ * the same either way, so this changes speed, never the answer.
+ */
+export class Host {
+  readonly queue: FairQueue;
+  private session: Session | undefined;
+  private vocabCache: TokenVocab | undefined;
+  readonly started = Date.now();
+
+  constructor(
+    readonly model: Model,
+    readonly opts: HostOptions,
+  ) {
+    this.queue = new FairQueue(opts.queueLimit);
+  }
+
+  get contextLength(): number {
+    return this.model.net.maxContext;
+  }
+
+  private vocab(): TokenVocab {
+    return (this.vocabCache ??= vocabOf(this.model.tokenizer()));
+  }
+
+  /** Render a turn's prompt: the ids, and whether the reply starts inside the reasoning block. */
+  private prompt(req: TurnRequest): { ids: number[]; reasoningFirst: boolean } {
+    const format = this.model.chatFormat();
+    const tok = this.model.tokenizer();
+    const vars: Record<string, unknown> = { ...req.templateVars };
+    if (req.thinking !== undefined) vars.thinking = vars.enable_thinking = req.thinking;
+    if (req.effort !== undefined) vars.reasoning_effort = req.effort;
+    const tools = req.toolChoice === 'none' ? [] : req.tools.map((t) => ({ type: 'function', function: { name: t.name, ...(t.description !== undefined ? { description: t.description } : {}), parameters: t.parameters } }));
+    if (tools.length && !format.syntax.tools) throw badRequest(`this model's chat format (${format.source}) does not write tool calls, so tools cannot be offered`, 'tools');
+    let ids: number[];
+    try {
+      ids = format.encode(tok, req.messages, { open: true, tools, vars });
+    } catch (e) {
+      if (e instanceof WasteError && (e.code === 'E_UNSUPPORTED' || e.code === 'E_FORMAT')) throw badRequest(e.message, 'messages');
+      throw e;
+    }
+    const think = format.syntax.think;
+    const reasoningFirst = !!think && tok.decode(ids.slice(-8)).trimEnd().endsWith(think.open);
+    return { ids, reasoningFirst };
+  }
+
+  /** Count a conversation's prompt tokens (Anthropic's count_tokens). */
+  countTokens(req: TurnRequest): number {
+    return this.prompt(req).ids.length;
+  }
+
+  /**
+   * Run one turn (the caller holds the queue): yields the reply's pieces as they stream, returns
+   * the whole. `signal` stops it within one token.
+   */
+  async *turn(req: TurnRequest, signal: AbortSignal): AsyncGenerator<ReplyEvent, TurnResult> {
+    const format = this.model.chatFormat();
+    const { ids, reasoningFirst } = this.prompt(req);
+    const limit = this.contextLength;
+    if (ids.length + 1 > limit)
+      throw new ApiError(400, `the conversation is ${ids.length} tokens and this model's context is ${limit} (with room for at least one token of reply)`, 'invalid_request_error', 'context_length_exceeded', 'messages');
+    const maxTokens = Math.min(req.maxTokens ?? this.opts.maxTokens, this.opts.maxTokens, limit - ids.length);
+
+    const session = this.prepare(ids);
+    const fresh = ids.slice(session.history.length);
+    const tok = this.model.tokenizer();
+    const endId = tok.specialId(format.assistantEnd);
+    const endTokens = [...this.model.config.eosTokenIds, ...(endId !== undefined ? [endId] : [])];
+    const offered = req.toolChoice !== 'none' && req.tools.length > 0;
+    const decls = typeof req.toolChoice === 'object' ? req.tools.filter((t) => t.name === (req.toolChoice as { name: string }).name) : req.tools;
+    const constraint = turnConstraint({
+      vocab: this.vocab(),
+      syntax: format.syntax,
+      endTokens,
+      reasoningFirst,
+      schema: req.schema,
+      tools: offered ? { decls, required: req.toolChoice === 'required' || typeof req.toolChoice === 'object', parallel: req.parallelToolCalls && typeof req.toolChoice !== 'object' } : undefined,
+    });
+    const parser = new ReplyParser(format.syntax, { startInReasoning: reasoningFirst, tools: offered });
+    const before = this.model.stats();
+    const gen = session.generate(fresh, {
+      ...req.sampling,
+      maxTokens,
+      signal,
+      constraint,
+      stop: [...(endId === undefined && format.assistantEnd ? [format.assistantEnd] : []), ...(req.sampling.stop ?? [])],
+      stopTokens: endTokens,
+    });
+    let result: GenerationResult | undefined;
+    try {
+      for (;;) {
+        const step = await gen.next();
+        if (step.done) {
+          result = step.value;
+          break;
+        }
+        if (step.value.text) for (const ev of parser.push(step.value.text)) yield ev;
+        // the forward pass never gives the event loop a turn by itself: without this, streamed
+        // pieces would sit unsent, a client's disconnect unseen and /health unanswered until the end
+        await new Promise((resolve) => setImmediate(resolve));
+      }
+    } finally {
+      if (!result) await gen.return(undefined as never);
+    }
+    for (const ev of parser.flush()) yield ev;
+    const after = this.model.stats();
+    return {
+      reasoning: parser.reasoning,
+      content: parser.content,
+      toolCalls: parser.calls,
+      finish: this.finish(result.finish, parser.calls.length > 0),
+      stopped: result.finish === 'stop',
+      promptTokens: ids.length,
+      completionTokens: result.tokens.length,
+      prefillSeconds: result.prefillSeconds,
+      generateSeconds: result.generateSeconds,
+      hits: after.hits - before.hits,
+      misses: after.misses - before.misses,
+      bytesRead: after.bytesRead - before.bytesRead,
+    };
+  }
+
+  private finish(f: FinishReason, calls: boolean): TurnResult['finish'] {
+    if (f === 'aborted') return 'aborted';
+    if (calls && f === 'stop') return 'tool_calls';
+    return f === 'stop' ? 'stop' : 'length';
+  }
+
+  /** The session, keeping its state when it has consumed a prefix of `ids`. */
+  private prepare(ids: number[]): Session {
+    const s = (this.session ??= this.model.newSession());
+    const h = s.history;
+    let keep = h.length < ids.length;
+    for (let i = 0; keep && i < h.length; i++) keep = h[i] === ids[i];
+    if (!keep) s.reset();
+    return s;
+  }
+
+  /** Check a structured reply against its schema (the grammar should make this always pass). */
+  static check(schema: unknown, content: string): string | null {
+    let doc: unknown;
+    try {
+      doc = JSON.parse(content);
+    } catch (e) {
+      return `not JSON: ${(e as Error).message}`;
+    }
+    return validator(schema)(doc);
+  }
+
+  close(): Promise<void> {
+    this.session?.close();
+    this.session = undefined;
+    return this.model.close();
+  }
+}

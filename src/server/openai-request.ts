@@ -1,0 +1,215 @@
+import { z } from 'zod';
+import { checkSchema } from '../constrain/schema.js';
+import type { ChatMessage } from '../tokenizer/chat.js';
+import { WasteError } from '../util/errors.js';
+import type { ToolDecl } from './constraints.js';
+import { badRequest } from './errors.js';
+import type { TurnRequest } from './host.js';
+
+/**
+ * The body of POST /v1/chat/completions. Fields we do not know are ignored (clients send many);
+ * a field we know with a value of the wrong type or range is refused.
+ */
+const TextPart = z.object({ type: z.literal('text'), text: z.string() });
+const Content = z.union([z.string(), z.null(), z.array(z.union([TextPart, z.object({ type: z.string() }).loose()]))]);
+
+const ToolCallIn = z.object({
+  id: z.string(),
+  type: z.literal('function').optional(),
+  function: z.object({ name: z.string().min(1), arguments: z.string() }),
+});
+
+const Message = z.discriminatedUnion('role', [
+  z.object({ role: z.literal('system'), content: Content }),
+  z.object({ role: z.literal('developer'), content: Content }),
+  z.object({ role: z.literal('user'), content: Content }),
+  z.object({
+    role: z.literal('assistant'),
+    content: Content.optional(),
+    reasoning_content: z.string().nullish(),
+    tool_calls: z.array(ToolCallIn).nullish(),
+  }),
+  z.object({ role: z.literal('tool'), content: Content, tool_call_id: z.string() }),
+]);
+
+const FUNCTION_NAME = /^[A-Za-z0-9_.-]{1,64}$/;
+
+const Tool = z.object({
+  type: z.literal('function'),
+  function: z.object({
+    name: z.string().regex(FUNCTION_NAME, 'a function name is 1 to 64 letters, digits, _ . or -'),
+    description: z.string().optional(),
+    parameters: z.record(z.string(), z.unknown()).optional(),
+    strict: z.boolean().nullish(),
+  }),
+});
+
+const ResponseFormat = z.discriminatedUnion('type', [
+  z.object({ type: z.literal('text') }),
+  z.object({ type: z.literal('json_object'), schema: z.record(z.string(), z.unknown()).optional() }),
+  z.object({
+    type: z.literal('json_schema'),
+    json_schema: z.object({ name: z.string().optional(), schema: z.record(z.string(), z.unknown()).optional(), strict: z.boolean().nullish() }).optional(),
+    schema: z.record(z.string(), z.unknown()).optional(),
+  }),
+]);
+
+const Effort = z.enum(['none', 'minimal', 'low', 'medium', 'high', 'max']);
+
+export const ChatCompletionBody = z.object({
+  model: z.string().optional(),
+  messages: z.array(Message).min(1, 'messages must hold at least one message'),
+  stream: z.boolean().nullish(),
+  stream_options: z.object({ include_usage: z.boolean().optional() }).nullish(),
+  max_tokens: z.number().int().min(1).nullish(),
+  max_completion_tokens: z.number().int().min(1).nullish(),
+  temperature: z.number().min(0).max(2).nullish(),
+  top_p: z.number().gt(0).max(1).nullish(),
+  top_k: z.number().int().min(0).nullish(),
+  min_p: z.number().min(0).max(1).nullish(),
+  presence_penalty: z.number().min(-2).max(2).nullish(),
+  frequency_penalty: z.number().min(-2).max(2).nullish(),
+  repetition_penalty: z.number().min(0.01).max(100).nullish(),
+  seed: z.number().int().nullish(),
+  stop: z.union([z.string(), z.array(z.string()).max(16)]).nullish(),
+  n: z.number().int().min(1).max(1, 'n must be 1: one reply per request').nullish(),
+  tools: z.array(Tool).max(128).nullish(),
+  tool_choice: z.union([z.enum(['none', 'auto', 'required']), z.object({ type: z.literal('function'), function: z.object({ name: z.string() }) })]).nullish(),
+  parallel_tool_calls: z.boolean().nullish(),
+  response_format: ResponseFormat.nullish(),
+  reasoning_effort: Effort.nullish(),
+  reasoning: z.object({ effort: Effort.optional() }).nullish(),
+  thinking: z.union([z.boolean(), z.object({ type: z.enum(['enabled', 'disabled']) }).loose()]).nullish(),
+  chat_template_kwargs: z.record(z.string(), z.unknown()).nullish(),
+});
+
+export type ChatCompletionBody = z.infer<typeof ChatCompletionBody>;
+
+/** Zod's first complaint as one sentence naming the field. */
+export function zodMessage(e: z.ZodError): { message: string; param: string | null } {
+  const issue = e.issues[0];
+  const at = issue.path.length ? issue.path.map((p) => (typeof p === 'number' ? `[${p}]` : `.${String(p)}`)).join('').replace(/^\./, '') : null;
+  return { message: at ? `${at}: ${issue.message}` : issue.message, param: at };
+}
+
+export function parseBody<T>(schema: z.ZodType<T>, body: unknown): T {
+  const r = schema.safeParse(body);
+  if (!r.success) {
+    const { message, param } = zodMessage(r.error);
+    throw badRequest(message, param);
+  }
+  return r.data;
+}
+
+function text(content: z.infer<typeof Content> | undefined, where: string): string {
+  if (content === null || content === undefined) return '';
+  if (typeof content === 'string') return content;
+  return content
+    .map((p, i) => {
+      if (p.type !== 'text' || typeof (p as { text?: unknown }).text !== 'string') throw badRequest(`${where}.content[${i}]: only text parts are supported (got "${p.type}")`, `${where}.content`);
+      return (p as { text: string }).text;
+    })
+    .join('');
+}
+
+/** Check a schema can be enforced while sampling; its problems become a 400 naming the field. */
+export function enforceable(schema: unknown, param: string): unknown {
+  try {
+    checkSchema(schema);
+  } catch (e) {
+    if (e instanceof WasteError) throw badRequest(`${param}: ${e.message}`, param);
+    throw e;
+  }
+  return schema;
+}
+
+/** The reasoning switch and effort from the several ways clients say it. */
+export function reasoningOf(effort: string | null | undefined, thinking: boolean | { type: string } | null | undefined): { thinking?: boolean; effort?: string } {
+  const on = typeof thinking === 'boolean' ? thinking : thinking ? thinking.type === 'enabled' : undefined;
+  if (effort === 'none') {
+    if (on === true) throw badRequest('thinking is on but reasoning_effort is "none"', 'reasoning_effort');
+    return { thinking: false };
+  }
+  if (effort) {
+    if (on === false) throw badRequest(`thinking is off but reasoning_effort is "${effort}"`, 'reasoning_effort');
+    return { thinking: true, effort };
+  }
+  return on === undefined ? {} : { thinking: on };
+}
+
+export function toolDecls(tools: z.infer<typeof Tool>[] | null | undefined): ToolDecl[] {
+  const out: ToolDecl[] = [];
+  const seen = new Set<string>();
+  (tools ?? []).forEach((t, i) => {
+    if (seen.has(t.function.name)) throw badRequest(`tools[${i}]: a second function named "${t.function.name}"`, 'tools');
+    seen.add(t.function.name);
+    const parameters = enforceable(t.function.parameters ?? { type: 'object', properties: {} }, `tools[${i}].function.parameters`);
+    out.push({ name: t.function.name, ...(t.function.description !== undefined ? { description: t.function.description } : {}), parameters });
+  });
+  return out;
+}
+
+/** A chat completion request as a turn for the engine. */
+export function chatTurn(b: ChatCompletionBody): TurnRequest {
+  const messages: ChatMessage[] = b.messages.map((m, i) => {
+    const where = `messages[${i}]`;
+    switch (m.role) {
+      case 'system':
+      case 'developer':
+        return { role: 'system', content: text(m.content, where) };
+      case 'user':
+        return { role: 'user', content: text(m.content, where) };
+      case 'tool':
+        return { role: 'tool', content: text(m.content, where), toolCallId: m.tool_call_id };
+      case 'assistant': {
+        const calls = (m.tool_calls ?? []).map((c) => ({ id: c.id, name: c.function.name, arguments: c.function.arguments }));
+        return { role: 'assistant', content: text(m.content, where), ...(calls.length ? { toolCalls: calls } : {}), ...(m.reasoning_content ? { reasoning: m.reasoning_content } : {}) };
+      }
+    }
+  });
+  const tools = toolDecls(b.tools);
+  let toolChoice: TurnRequest['toolChoice'] = tools.length ? 'auto' : 'none';
+  if (b.tool_choice) {
+    if (typeof b.tool_choice === 'string') toolChoice = b.tool_choice;
+    else {
+      const name = b.tool_choice.function.name;
+      if (!tools.some((t) => t.name === name)) throw badRequest(`tool_choice names "${name}", which is not among the tools`, 'tool_choice');
+      toolChoice = { name };
+    }
+    if (toolChoice !== 'none' && !tools.length) throw badRequest('tool_choice needs tools', 'tool_choice');
+  }
+  let schema: unknown;
+  const rf = b.response_format;
+  if (rf?.type === 'json_object') schema = enforceable(rf.schema ?? { type: 'object' }, 'response_format.schema');
+  else if (rf?.type === 'json_schema') {
+    const s = rf.json_schema?.schema ?? rf.schema;
+    if (!s) throw badRequest('response_format.json_schema.schema is required', 'response_format');
+    schema = enforceable(s, 'response_format.json_schema.schema');
+  }
+  const reasoning = reasoningOf(b.reasoning_effort ?? b.reasoning?.effort, b.thinking);
+  const stop = typeof b.stop === 'string' ? [b.stop] : (b.stop ?? []);
+  if (stop.some((s) => s === '')) throw badRequest('stop: an empty stop string', 'stop');
+  const sampling: TurnRequest['sampling'] = {};
+  if (b.temperature != null) sampling.temperature = b.temperature;
+  if (b.top_p != null) sampling.topP = b.top_p;
+  if (b.top_k != null) sampling.topK = b.top_k;
+  if (b.min_p != null) sampling.minP = b.min_p;
+  if (b.presence_penalty != null) sampling.presencePenalty = b.presence_penalty;
+  if (b.frequency_penalty != null) sampling.frequencyPenalty = b.frequency_penalty;
+  if (b.repetition_penalty != null) sampling.repetitionPenalty = b.repetition_penalty;
+  // any integer a client sends is a valid seed: keep its low 32 bits
+  if (b.seed != null) sampling.seed = Number(BigInt.asUintN(32, BigInt(b.seed)));
+  if (stop.length) sampling.stop = stop;
+  const maxTokens = b.max_completion_tokens ?? b.max_tokens ?? undefined;
+  return {
+    messages,
+    tools,
+    toolChoice,
+    parallelToolCalls: b.parallel_tool_calls ?? true,
+    schema,
+    ...reasoning,
+    templateVars: b.chat_template_kwargs ?? undefined,
+    sampling,
+    maxTokens,
+  };
+}

@@ -1,0 +1,132 @@
+import { randomBytes } from 'node:crypto';
+import type { Context, Hono } from 'hono';
+import { streamSSE } from 'hono/streaming';
+import type { ReplyEvent } from '../generate/reply.js';
+import { ApiError, openaiErrorBody } from './errors.js';
+import { Host, type TurnResult } from './host.js';
+import { ChatCompletionBody, chatTurn, parseBody } from './openai-request.js';
+import { type TurnLog, asApiError, collectTurn, streamTurn, wasteStats, withEngine } from './run-turn.js';
+import type { RouteEnv } from './server.js';
+
+const usage = (r: TurnResult) => ({
+  prompt_tokens: r.promptTokens,
+  completion_tokens: r.completionTokens,
+  total_tokens: r.promptTokens + r.completionTokens,
+  completion_tokens_details: { reasoning_tokens: 0 },
+});
+
+const toolCalls = (r: TurnResult) => r.toolCalls.map((c) => ({ id: c.id, type: 'function' as const, function: { name: c.name, arguments: c.arguments } }));
+
+/** POST /v1/chat/completions and GET /v1/models, in OpenAI's shapes. */
+export function openaiRoutes(app: Hono<RouteEnv>, host: Host): void {
+  const modelObject = () => ({
+    id: host.opts.id,
+    object: 'model',
+    created: Math.floor(host.started / 1000),
+    owned_by: 'waste',
+    meta: {
+      context_length: host.contextLength,
+      layers: host.model.config.layers,
+      vocab: host.model.config.vocab,
+      experts: host.model.config.moe.experts,
+      experts_per_token: host.model.config.moe.topK,
+      budget_bytes: host.model.stats().budgetBytes,
+    },
+  });
+  app.get('/v1/models', (c) => c.json({ object: 'list', data: [modelObject()] }));
+  app.get('/v1/models/:id', (c) => (c.req.param('id') === host.opts.id ? c.json(modelObject()) : c.json(openaiErrorBody(new ApiError(404, `no model named "${c.req.param('id')}" (this server has "${host.opts.id}")`, 'invalid_request_error', 'model_not_found', 'model')), 404)));
+
+  app.post('/v1/chat/completions', async (c) => {
+    const body = parseBody(ChatCompletionBody, await c.get('json')());
+    const req = chatTurn(body);
+    const signal = c.req.raw.signal;
+    const log: TurnLog = { stream: !!body.stream, waitedSeconds: 0 };
+    c.set('turn', log);
+    const id = `chatcmpl-${randomBytes(12).toString('hex')}`;
+    const created = Math.floor(Date.now() / 1000);
+    const model = host.opts.id;
+    const t0 = performance.now();
+
+    if (!body.stream) {
+      const r = await withEngine(host, c.get('client'), signal, () => {
+        log.waitedSeconds = (performance.now() - t0) / 1000;
+        return collectTurn(host, req, signal);
+      });
+      log.result = r;
+      if (req.schema !== undefined && r.finish === 'stop') {
+        const problem = Host.check(req.schema, r.content);
+        if (problem) c.get('warn')(`structured reply did not validate: ${problem}`);
+      }
+      return c.json({
+        id,
+        object: 'chat.completion',
+        created,
+        model,
+        choices: [
+          {
+            index: 0,
+            message: {
+              role: 'assistant',
+              content: r.content === '' && r.toolCalls.length ? null : r.content,
+              ...(r.reasoning ? { reasoning_content: r.reasoning } : {}),
+              ...(r.toolCalls.length ? { tool_calls: toolCalls(r) } : {}),
+            },
+            logprobs: null,
+            finish_reason: r.finish === 'aborted' ? 'stop' : r.finish,
+          },
+        ],
+        usage: usage(r),
+        waste: wasteStats(r),
+      });
+    }
+
+    // streaming: the queue is joined before the response starts, so "busy" is still a real 429
+    let release: (() => void) | undefined;
+    const ready = new Promise<void>((resolve, reject) => {
+      withEngine(host, c.get('client'), signal, () => {
+        log.waitedSeconds = (performance.now() - t0) / 1000;
+        resolve();
+        return new Promise<void>((done) => (release = done));
+      }).catch(reject);
+    });
+    await ready;
+    const chunk = (delta: Record<string, unknown>, finish: string | null = null) => ({
+      id,
+      object: 'chat.completion.chunk',
+      created,
+      model,
+      choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }],
+    });
+    let ended!: () => void;
+    log.done = new Promise<void>((resolve) => (ended = resolve));
+    return streamSSE(c, async (stream) => {
+      const ac = new AbortController();
+      stream.onAbort(() => ac.abort());
+      signal.addEventListener('abort', () => ac.abort(), { once: true });
+      const send = (o: unknown) => stream.writeSSE({ data: JSON.stringify(o) });
+      try {
+        await send(chunk({ role: 'assistant', content: '' }));
+        const r = await streamTurn(host, req, ac.signal, async (e: ReplyEvent) => {
+          if (ac.signal.aborted) return;
+          if (e.kind === 'content') await send(chunk({ content: e.text }));
+          else if (e.kind === 'reasoning') await send(chunk({ reasoning_content: e.text }));
+          else if (e.kind === 'call') await send(chunk({ tool_calls: [{ index: e.index, id: e.id, type: 'function', function: { name: e.name, arguments: '' } }] }));
+          else await send(chunk({ tool_calls: [{ index: e.index, function: { arguments: e.text } }] }));
+        });
+        log.result = r;
+        if (r.finish === 'aborted' || ac.signal.aborted) return;
+        await send(chunk({}, r.finish));
+        if (body.stream_options?.include_usage) await send({ id, object: 'chat.completion.chunk', created, model, choices: [], usage: usage(r), waste: wasteStats(r) });
+        else await send({ id, object: 'chat.completion.chunk', created, model, choices: [], waste: wasteStats(r) });
+        await stream.writeSSE({ data: '[DONE]' });
+      } catch (e) {
+        const err = asApiError(e);
+        c.get('warn')(`stream failed: ${err.message}`);
+        if (!ac.signal.aborted) await send(openaiErrorBody(err));
+      } finally {
+        release?.();
+        ended();
+      }
+    });
+  });
+}

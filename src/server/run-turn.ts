@@ -1,0 +1,74 @@
+import { WasteError } from '../util/errors.js';
+import { ApiError } from './errors.js';
+import type { Host, TurnRequest, TurnResult } from './host.js';
+import type { ReplyEvent } from '../generate/reply.js';
+import { QueueFull } from './queue.js';
+
+/** What the request log line reports of a turn. */
+export interface TurnLog {
+  result?: TurnResult;
+  stream: boolean;
+  waitedSeconds: number;
+  /** A streamed reply outlives its route handler: the log line waits for this. */
+  done?: Promise<void>;
+}
+
+/**
+ * Wait for the engine in the fair queue (429 with Retry-After when it is full), then hand the turn
+ * to `use`, releasing the engine when `use` is done — also when it throws or the client leaves.
+ */
+export async function withEngine<T>(host: Host, client: string, signal: AbortSignal, use: () => Promise<T>): Promise<T> {
+  let release: () => void;
+  try {
+    release = await host.queue.acquire(client, signal);
+  } catch (e) {
+    if (e instanceof QueueFull) throw new ApiError(429, `${e.message}; retry in about ${e.retryAfter} s`, 'rate_limit_error', 'queue_full', null, { 'Retry-After': String(e.retryAfter) });
+    throw new ApiError(499, 'the client went away while waiting', 'invalid_request_error', 'client_closed');
+  }
+  try {
+    return await use();
+  } finally {
+    release();
+  }
+}
+
+/** Engine faults become a 500 with the engine's message; request faults pass through. */
+export function asApiError(e: unknown): ApiError {
+  if (e instanceof ApiError) return e;
+  if (e instanceof WasteError) return new ApiError(e.code === 'E_ARG' ? 400 : 500, e.message, e.code === 'E_ARG' ? 'invalid_request_error' : 'engine_error', e.code);
+  return new ApiError(500, `internal error: ${(e as Error)?.message ?? String(e)}`, 'server_error', 'internal_error');
+}
+
+/** Run a turn to its end, collecting the reply. */
+export async function collectTurn(host: Host, req: TurnRequest, signal: AbortSignal): Promise<TurnResult> {
+  const it = host.turn(req, signal);
+  for (;;) {
+    const r = await it.next();
+    if (r.done) return r.value;
+  }
+}
+
+/** Run a turn, handing each piece of the reply to `onEvent` as it streams. */
+export async function streamTurn(host: Host, req: TurnRequest, signal: AbortSignal, onEvent: (e: ReplyEvent) => Promise<void> | void): Promise<TurnResult> {
+  const it = host.turn(req, signal);
+  for (;;) {
+    const r = await it.next();
+    if (r.done) return r.value;
+    await onEvent(r.value);
+  }
+}
+
+/** The engine figures a response carries besides the reply (`waste` in our JSON). */
+export function wasteStats(r: TurnResult): Record<string, number> {
+  const demand = r.hits + r.misses;
+  return {
+    tokens: r.completionTokens,
+    tokens_per_second: r.generateSeconds > 0 ? r.completionTokens / r.generateSeconds : 0,
+    prefill_seconds: r.prefillSeconds,
+    decode_seconds: r.generateSeconds,
+    experts_hit: r.hits,
+    experts_missed: r.misses,
+    expert_hit_rate: demand ? r.hits / demand : 0,
+    bytes_read: r.bytesRead,
+  };
+}

@@ -1,0 +1,185 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
+import type { AddressInfo } from 'node:net';
+import * as path from 'node:path';
+import { serve } from '@hono/node-server';
+import { Hono } from 'hono';
+import { bodyLimit } from 'hono/body-limit';
+import { type OpenOptions, Model } from '../engine.js';
+import { ApiError, anthropicErrorBody, badRequest, openaiErrorBody } from './errors.js';
+import { Host } from './host.js';
+import { anthropicRoutes } from './anthropic.js';
+import { openaiRoutes } from './openai.js';
+import type { TurnLog } from './run-turn.js';
+import { asApiError } from './run-turn.js';
+import { webRoutes } from './web.js';
+
+export interface ServerOptions {
+  /** The container directory. */
+  model: string;
+  /** Engine options (budget, threads…). */
+  open?: OpenOptions;
+  /** Address to listen on (default 127.0.0.1: this machine only). */
+  host?: string;
+  /** Port (default 8000; 0 = any free port). */
+  port?: number;
+  /** Clients must send it as `Authorization: Bearer KEY` (or Anthropic's `x-api-key`). */
+  apiKey?: string;
+  /** The model's name for clients (default: the directory's name). */
+  modelId?: string;
+  /** Cap on tokens per reply (default 4096). */
+  maxTokens?: number;
+  /** Requests that may wait for the engine before 429 (default 16). */
+  queueLimit?: number;
+  /** Largest request body in bytes (default 8 MiB). */
+  maxBodyBytes?: number;
+  /** Where request log lines go (default: standard error); false for none. */
+  log?: ((line: string) => void) | false;
+}
+
+export interface RunningServer {
+  url: string;
+  host: Host;
+  close(): Promise<void>;
+}
+
+/** What the routes share per request. */
+export type RouteEnv = {
+  Variables: {
+    /** Who is asking (for the fair queue): the key if any, else the peer address. */
+    client: string;
+    /** The body as JSON (a 400 when it is not JSON). */
+    json: () => Promise<unknown>;
+    turn: TurnLog | undefined;
+    warn: (msg: string) => void;
+  };
+};
+
+const isAnthropic = (p: string) => p.startsWith('/v1/messages');
+
+function keyMatches(given: string, key: string): boolean {
+  // compare digests: equal lengths for timingSafeEqual, and no length leak
+  const h = (s: string) => createHash('sha256').update(s).digest();
+  return timingSafeEqual(h(given), h(key));
+}
+
+/** The HTTP application over an open engine (no socket: `app.request()` drives it in tests). */
+export function createApp(host: Host, opts: Pick<ServerOptions, 'apiKey' | 'maxBodyBytes' | 'log'> = {}): Hono<RouteEnv> {
+  const app = new Hono<RouteEnv>();
+  const write = opts.log === false ? () => {} : (opts.log ?? ((l: string) => process.stderr.write(`${l}\n`)));
+  const errorResponse = (p: string, e: ApiError) => new Response(JSON.stringify(isAnthropic(p) ? anthropicErrorBody(e) : openaiErrorBody(e)), { status: e.status, headers: { 'content-type': 'application/json', ...e.headers } });
+
+  app.use('*', async (c, next) => {
+    const t0 = performance.now();
+    const peer = (c.env as { incoming?: { socket?: { remoteAddress?: string } } } | undefined)?.incoming?.socket?.remoteAddress ?? 'local';
+    c.set('client', peer);
+    c.set('turn', undefined);
+    c.set('warn', (m: string) => write(`waste serve: ${c.req.method} ${c.req.path}: ${m}`));
+    c.set('json', async () => {
+      const text = await c.req.text();
+      if (!text.trim()) throw badRequest('the request body is empty: send a JSON object');
+      try {
+        return JSON.parse(text) as unknown;
+      } catch (e) {
+        throw badRequest(`the request body is not valid JSON (${(e as Error).message})`);
+      }
+    });
+    await next();
+    const t = c.get('turn');
+    const status = c.res.status;
+    const report = () => {
+      const r = t?.result;
+      const secs = (performance.now() - t0) / 1000;
+      let line = `${new Date().toISOString()} ${peer} ${c.req.method} ${c.req.path} ${status} ${secs.toFixed(2)} s`;
+      if (t) line += ` ${t.stream ? 'stream' : 'json'} queued ${t.waitedSeconds.toFixed(2)} s`;
+      if (r) {
+        const demand = r.hits + r.misses;
+        line += ` | ${r.promptTokens} prompt + ${r.completionTokens} reply tokens, ${(r.generateSeconds > 0 ? r.completionTokens / r.generateSeconds : 0).toFixed(1)} tok/s, ${r.finish}`;
+        line += ` | experts ${demand ? ((100 * r.hits) / demand).toFixed(1) : '0.0'} % hit, ${(r.bytesRead / 1e6).toFixed(1)} MB read`;
+      }
+      write(line);
+    };
+    if (t?.done) void t.done.then(report);
+    else report();
+  });
+
+  app.use('/v1/*', async (c, next) => {
+    if (opts.apiKey) {
+      const auth = c.req.header('authorization');
+      const given = auth?.match(/^Bearer\s+(.+)$/i)?.[1] ?? c.req.header('x-api-key');
+      if (given === undefined || !keyMatches(given, opts.apiKey)) return errorResponse(c.req.path, new ApiError(401, 'a valid API key is required (Authorization: Bearer KEY)', 'authentication_error', 'invalid_api_key'));
+      c.set('client', `key:${createHash('sha256').update(given).digest('hex').slice(0, 12)}`);
+    }
+    await next();
+  });
+
+  const maxBody = opts.maxBodyBytes ?? 8 << 20;
+  app.use(
+    '/v1/*',
+    bodyLimit({
+      maxSize: maxBody,
+      onError: (c) => errorResponse(c.req.path, new ApiError(413, `the request body is larger than this server accepts (${maxBody} bytes)`, 'invalid_request_error', 'request_too_large')),
+    }),
+  );
+
+  app.get('/health', (c) => {
+    const s = host.model.stats();
+    return c.json({
+      status: 'ok',
+      model: host.opts.id,
+      uptime_s: Math.round((Date.now() - host.started) / 1000),
+      budget_bytes: s.budgetBytes,
+      context_length: host.contextLength,
+      queue: { running: host.queue.running, waiting: host.queue.queued },
+      cache: { slots: s.slots, hits: s.hits, misses: s.misses, hit_rate: s.hitRate, bytes_read: s.bytesRead, direct: s.direct },
+    });
+  });
+
+  openaiRoutes(app, host);
+  anthropicRoutes(app, host);
+  webRoutes(app);
+
+  app.notFound((c) => errorResponse(c.req.path, new ApiError(404, `no route ${c.req.method} ${c.req.path}`, 'invalid_request_error', 'not_found')));
+  app.onError((e, c) => {
+    const err = asApiError(e);
+    if (err.status >= 500) c.get('warn')?.(`${err.message}${process.env.WASTE_DEBUG ? `\n${(e as Error).stack}` : ''}`);
+    return errorResponse(c.req.path, err);
+  });
+  return app;
+}
+
+/** The directory name a model goes by (without a .waste suffix). */
+export function modelIdOf(dir: string): string {
+  return path.basename(path.resolve(dir)).replace(/\.waste$/, '') || 'model';
+}
+
+/** Open the model and serve it; resolves once the server is listening. */
+export async function startServer(opts: ServerOptions): Promise<RunningServer> {
+  const model = await Model.open(opts.model, opts.open ?? {});
+  model.tokenizer(); // a model without a tokenizer cannot chat: say so now, not on the first request
+  const host = new Host(model, { id: opts.modelId ?? modelIdOf(opts.model), maxTokens: opts.maxTokens ?? 4096, queueLimit: opts.queueLimit ?? 16 });
+  const app = createApp(host, opts);
+  const hostname = opts.host ?? '127.0.0.1';
+  let server: ReturnType<typeof serve>;
+  try {
+    server = await new Promise<ReturnType<typeof serve>>((resolve, reject) => {
+      const s = serve({ fetch: app.fetch, port: opts.port ?? 8000, hostname }, () => resolve(s));
+      s.once('error', reject);
+    });
+  } catch (e) {
+    await host.close();
+    throw e;
+  }
+  const addr = server.address() as AddressInfo;
+  const shown = addr.family === 'IPv6' ? `[${addr.address}]` : addr.address;
+  return {
+    url: `http://${shown}:${addr.port}`,
+    host,
+    close: async () => {
+      await new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        (server as unknown as { closeAllConnections?: () => void }).closeAllConnections?.();
+      });
+      await host.close();
+    },
+  };
+}

@@ -1,0 +1,417 @@
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import * as path from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { Ajv } from 'ajv';
+import OpenAI from 'openai';
+import { Model } from '../src/engine.js';
+import { FairQueue, QueueFull } from '../src/server/queue.js';
+import { type RunningServer, startServer } from '../src/server/server.js';
+import { WasteError } from '../src/util/errors.js';
+import { grammarConstraint } from '../src/constrain/constraint.js';
+import { json } from '../src/constrain/grammar.js';
+import type { TokenVocab } from '../src/constrain/vocab.js';
+import { BIN, ROOT } from './helpers.js';
+
+const DEMO = path.join(ROOT, 'models/demo');
+const WEATHER = {
+  type: 'function' as const,
+  function: {
+    name: 'get_weather',
+    description: 'The weather in a city',
+    parameters: { type: 'object', properties: { city: { type: 'string', maxLength: 24 }, unit: { type: 'string', enum: ['celsius', 'fahrenheit'] } }, required: ['city', 'unit'], additionalProperties: false },
+  },
+};
+const CLOCK = { type: 'function' as const, function: { name: 'get_time', parameters: { type: 'object', properties: { zone: { type: 'string', maxLength: 16 } }, required: ['zone'], additionalProperties: false } } };
+const PERSON = {
+  type: 'object',
+  properties: {
+    name: { type: 'string', maxLength: 20 },
+    age: { type: 'integer' },
+    role: { enum: ['captain', 'mate', 'harpooner'] },
+    ships: { type: 'array', items: { type: 'string', maxLength: 12 }, maxItems: 3 },
+  },
+  required: ['name', 'age', 'role', 'ships'],
+  additionalProperties: false,
+};
+
+/** One token per byte (and an end token, 256): checks text against a grammar byte by byte. */
+const BYTES: TokenVocab = { size: 257, bytes: (id) => (id < 256 ? Uint8Array.of(id) : new Uint8Array(0)), isSpecial: (id) => id === 256 };
+
+const user = (content: string) => [{ role: 'user' as const, content }];
+
+async function raw(url: string, init: RequestInit & { json?: unknown } = {}): Promise<{ status: number; headers: Headers; body: any }> {
+  const r = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', ...(init.headers ?? {}) }, body: init.json !== undefined ? JSON.stringify(init.json) : init.body, signal: init.signal });
+  const text = await r.text();
+  let body: unknown = text;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    /* not JSON */
+  }
+  return { status: r.status, headers: r.headers, body };
+}
+
+describe('waste serve: the OpenAI-compatible API on the demo model', () => {
+  let server: RunningServer;
+  let client: OpenAI;
+  const lines: string[] = [];
+
+  before(async () => {
+    server = await startServer({ model: DEMO, port: 0, log: (l) => lines.push(l) });
+    client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'unused', maxRetries: 0 });
+  });
+  after(() => server.close());
+
+  it('lists the model and reports health with the cache', async () => {
+    const models = await client.models.list();
+    assert.deepEqual(models.data.map((m) => m.id), ['demo']);
+    const h: any = await (await fetch(`${server.url}/health`)).json();
+    assert.equal(h.status, 'ok');
+    assert.equal(h.model, 'demo');
+    assert.ok(h.budget_bytes > 0);
+    assert.equal(typeof h.cache.hit_rate, 'number');
+  });
+
+  it('answers a chat completion exactly as the library does, and logs one line for it', async () => {
+    const r = await client.chat.completions.create({ model: 'demo', messages: user('It was a dark'), max_tokens: 24, temperature: 0 });
+    const text = r.choices[0].message.content ?? '';
+    assert.ok(text.length > 0);
+    assert.ok(['stop', 'length'].includes(r.choices[0].finish_reason));
+    assert.equal(r.usage?.completion_tokens, r.usage!.total_tokens - r.usage!.prompt_tokens);
+    const m = await Model.open(DEMO);
+    try {
+      let lib = '';
+      for await (const piece of m.chat().send('It was a dark', { maxTokens: 24, temperature: 0 })) lib += piece;
+      assert.equal(text, lib);
+    } finally {
+      await m.close();
+    }
+    const line = lines.find((l) => l.includes('POST /v1/chat/completions 200'));
+    assert.ok(line, lines.join('\n'));
+    assert.match(line, /\d+ prompt \+ \d+ reply tokens, [\d.]+ tok\/s, (stop|length) \| experts [\d.]+ % hit, [\d.]+ MB read/);
+  });
+
+  it('streams the same reply in deltas, with usage in the last chunk when asked', async () => {
+    const req = { model: 'demo', messages: user('Call me Ishmael.'), max_tokens: 20, temperature: 0.8, seed: 7 };
+    const whole = await client.chat.completions.create(req);
+    const stream = await client.chat.completions.create({ ...req, stream: true, stream_options: { include_usage: true } });
+    let text = '';
+    let finishes = 0;
+    let usage: unknown;
+    let chunks = 0;
+    for await (const ch of stream) {
+      chunks++;
+      for (const c of ch.choices) {
+        text += c.delta.content ?? '';
+        if (c.finish_reason) finishes++;
+      }
+      if (ch.usage) usage = ch.usage;
+    }
+    assert.equal(text, whole.choices[0].message.content);
+    assert.equal(finishes, 1);
+    assert.deepEqual(usage, whole.usage);
+    assert.ok(chunks > 3);
+  });
+
+  it('calls a required tool with arguments that validate against its schema, and takes the result back', async () => {
+    const r = await client.chat.completions.create({ model: 'demo', messages: user('What is the weather in Nantucket?'), tools: [WEATHER, CLOCK], tool_choice: 'required', max_tokens: 600, temperature: 0.7, seed: 3 });
+    const choice = r.choices[0];
+    assert.equal(choice.finish_reason, 'tool_calls');
+    const calls = choice.message.tool_calls ?? [];
+    assert.ok(calls.length >= 1);
+    const validate = { get_weather: new Ajv().compile(WEATHER.function.parameters), get_time: new Ajv().compile(CLOCK.function.parameters) };
+    for (const call of calls) {
+      assert.equal(call.type, 'function');
+      if (call.type !== 'function') continue;
+      const v = validate[call.function.name as keyof typeof validate];
+      assert.ok(v, `unknown tool ${call.function.name}`);
+      assert.ok(v(JSON.parse(call.function.arguments)), JSON.stringify(v.errors));
+    }
+    // a named tool is the one called
+    const named = await client.chat.completions.create({ model: 'demo', messages: user('Time?'), tools: [WEATHER, CLOCK], tool_choice: { type: 'function', function: { name: 'get_time' } }, max_tokens: 400 });
+    const nc = named.choices[0].message.tool_calls ?? [];
+    assert.equal(nc.length, 1);
+    assert.equal(nc[0].type === 'function' && nc[0].function.name, 'get_time');
+    // the tool's result goes back and the model answers in text
+    const first = calls[0];
+    const back = await client.chat.completions.create({
+      model: 'demo',
+      messages: [...user('What is the weather in Nantucket?'), choice.message, { role: 'tool', tool_call_id: first.id, content: '{"temp": 12}' }],
+      tools: [WEATHER, CLOCK],
+      tool_choice: 'none',
+      max_tokens: 16,
+    });
+    assert.ok(['stop', 'length'].includes(back.choices[0].finish_reason));
+    assert.equal(back.choices[0].message.tool_calls, undefined);
+  });
+
+  it('streams tool calls as OpenAI deltas that add up to the same call', async () => {
+    const req = { model: 'demo', messages: user('Weather please'), tools: [WEATHER], tool_choice: 'required' as const, max_tokens: 400, temperature: 0 };
+    const whole = await client.chat.completions.create(req);
+    const stream = await client.chat.completions.create({ ...req, stream: true });
+    const calls: { id?: string; name?: string; args: string }[] = [];
+    let finish: string | null = null;
+    for await (const ch of stream)
+      for (const c of ch.choices) {
+        for (const d of c.delta.tool_calls ?? []) {
+          calls[d.index] ??= { args: '' };
+          if (d.id) calls[d.index].id = d.id;
+          if (d.function?.name) calls[d.index].name = d.function.name;
+          calls[d.index].args += d.function?.arguments ?? '';
+        }
+        finish = c.finish_reason ?? finish;
+      }
+    assert.equal(finish, 'tool_calls');
+    const w = whole.choices[0].message.tool_calls!;
+    assert.deepEqual(
+      calls.map((c) => [c.id, c.name, c.args]),
+      w.map((c) => (c.type === 'function' ? [c.id, c.function.name, c.function.arguments] : [])),
+    );
+  });
+
+  it('enforces response_format json_schema and json_object while sampling, streaming or not', async () => {
+    const validate = new Ajv().compile(PERSON);
+    for (const seed of [1, 2, 3]) {
+      const r = await client.chat.completions.create({
+        model: 'demo',
+        messages: user('Describe the captain as JSON.'),
+        response_format: { type: 'json_schema', json_schema: { name: 'person', schema: PERSON, strict: true } },
+        max_tokens: 200,
+        temperature: 1,
+        seed,
+      });
+      assert.equal(r.choices[0].finish_reason, 'stop');
+      const doc = JSON.parse(r.choices[0].message.content ?? '');
+      assert.ok(validate(doc), JSON.stringify(validate.errors));
+    }
+    // json_object: any object. The demo model rambles inside strings, so its replies run to
+    // max_tokens; what it wrote must still be a prefix the grammar accepts, streamed or not
+    const stream = await client.chat.completions.create({ model: 'demo', messages: user('JSON please'), response_format: { type: 'json_object' }, max_tokens: 60, temperature: 0.9, seed: 5, stream: true });
+    let text = '';
+    let finish: string | null = null;
+    for await (const ch of stream) {
+      text += ch.choices[0]?.delta.content ?? '';
+      finish = ch.choices[0]?.finish_reason ?? finish;
+    }
+    const check = grammarConstraint(BYTES, json({ type: 'object' }), [256]);
+    for (const b of new TextEncoder().encode(text)) check.accept(b);
+    if (finish === 'stop') assert.equal(typeof JSON.parse(text), 'object');
+    else assert.equal(finish, 'length');
+    assert.ok(text.startsWith('{'));
+  });
+
+  it('returns reasoning apart from the content when thinking is on, and none when it is off', async () => {
+    const on = await raw(`${server.url}/v1/chat/completions`, { json: { messages: user('Think about whales.'), max_tokens: 12, thinking: true, temperature: 0 } });
+    assert.equal(on.status, 200, JSON.stringify(on.body));
+    const msg = on.body.choices[0].message;
+    assert.ok(msg.reasoning_content.length > 0);
+    assert.ok(!(msg.content ?? '').includes('<think>') && !(msg.content ?? '').includes('</think>'));
+    const effort = await raw(`${server.url}/v1/chat/completions`, { json: { messages: user('Think about whales.'), max_tokens: 12, reasoning_effort: 'high', temperature: 0 } });
+    assert.equal(effort.body.choices[0].message.reasoning_content, msg.reasoning_content);
+    const off = await raw(`${server.url}/v1/chat/completions`, { json: { messages: user('Think about whales.'), max_tokens: 12, reasoning_effort: 'none', temperature: 0 } });
+    assert.equal(off.body.choices[0].message.reasoning_content, undefined);
+  });
+
+  it('refuses bad requests with OpenAI-shaped 400s and keeps serving', async () => {
+    const url = `${server.url}/v1/chat/completions`;
+    const cases: [string, RequestInit & { json?: unknown }, RegExp][] = [
+      ['malformed JSON', { body: '{"messages": [' }, /not valid JSON/],
+      ['empty body', { body: '' }, /empty/],
+      ['no messages', { json: { messages: [] } }, /messages/],
+      ['messages not a list', { json: { messages: 'hi' } }, /messages/],
+      ['wrong type', { json: { messages: user('x'), temperature: 'hot' } }, /temperature/],
+      ['out of range', { json: { messages: user('x'), top_p: 3 } }, /top_p/],
+      ['n > 1', { json: { messages: user('x'), n: 2 } }, /n must be 1/],
+      ['bad role', { json: { messages: [{ role: 'wizard', content: 'x' }] } }, /messages/],
+      ['image part', { json: { messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'x' } }] }] } }, /only text parts/],
+      ['unenforceable schema', { json: { messages: user('x'), response_format: { type: 'json_schema', json_schema: { name: 'n', schema: { type: 'string', pattern: '^a' } } } } }, /pattern/],
+      ['unknown tool choice', { json: { messages: user('x'), tools: [WEATHER], tool_choice: { type: 'function', function: { name: 'nope' } } } }, /nope/],
+      ['contradictory reasoning', { json: { messages: user('x'), thinking: false, reasoning_effort: 'high' } }, /thinking is off/],
+    ];
+    for (const [what, init, re] of cases) {
+      const r = await raw(url, init);
+      assert.equal(r.status, 400, `${what}: ${JSON.stringify(r.body)}`);
+      assert.equal(r.body.error.type, 'invalid_request_error', what);
+      assert.match(r.body.error.message, re, what);
+    }
+    // unknown fields are ignored
+    const ok = await raw(url, { json: { messages: user('x'), max_tokens: 2, user: 'someone', logit_bias: {}, store: false } });
+    assert.equal(ok.status, 200, JSON.stringify(ok.body));
+    const big = await raw(url, { json: { messages: user('x'.repeat(9 << 20)) } });
+    assert.equal(big.status, 413);
+    assert.match(big.body.error.message, /larger than/);
+    const nf = await raw(`${server.url}/v1/nothing`);
+    assert.equal(nf.status, 404);
+    assert.equal(nf.body.error.code, 'not_found');
+    const nm = await fetch(`${server.url}/v1/models/other`);
+    assert.equal(nm.status, 404);
+  });
+
+  it('turns an engine fault into a 500 with its message, then serves the next request', async () => {
+    const host = server.host;
+    const turn = host.turn;
+    host.turn = async function* () {
+      throw new WasteError('E_IO', 'expert record 7 could not be read (simulated)');
+    } as typeof host.turn;
+    try {
+      const r = await raw(`${server.url}/v1/chat/completions`, { json: { messages: user('x'), max_tokens: 2 } });
+      assert.equal(r.status, 500);
+      assert.equal(r.body.error.type, 'engine_error');
+      assert.match(r.body.error.message, /simulated/);
+    } finally {
+      host.turn = turn;
+    }
+    const again = await client.chat.completions.create({ model: 'demo', messages: user('x'), max_tokens: 2 });
+    assert.ok(again.choices.length === 1);
+  });
+
+  it('stops generating within a token or so when the client goes away', async () => {
+    const ac = new AbortController();
+    const r = await fetch(`${server.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ messages: user('Tell me a long story.'), max_tokens: 3000, stream: true }), signal: ac.signal });
+    const reader = r.body!.getReader();
+    let got = 0;
+    let buf = '';
+    while (got < 5) {
+      const { value } = await reader.read();
+      buf += new TextDecoder().decode(value);
+      got = (buf.match(/"content"/g) ?? []).length - 1;
+    }
+    const before = lines.length;
+    ac.abort();
+    // the request's log line appears when its turn has ended
+    for (let i = 0; i < 400 && !lines.slice(before).some((l) => l.includes('aborted')); i++) await new Promise((res) => setTimeout(res, 25));
+    const line = lines.slice(before).find((l) => l.includes('aborted'));
+    assert.ok(line, `no aborted turn in the log: ${lines.slice(before).join('\n')}`);
+    const tokens = Number(/\+ (\d+) reply tokens/.exec(line)![1]);
+    assert.ok(tokens < got + 20, `generated ${tokens} tokens after the client had read ${got}`);
+    const h: any = await (await fetch(`${server.url}/health`)).json();
+    assert.equal(h.queue.running, false);
+  });
+
+  it('serves Anthropic /v1/messages, streaming too, with tool use', async () => {
+    const url = `${server.url}/v1/messages`;
+    const r = await raw(url, { json: { model: 'demo', max_tokens: 16, system: 'You are terse.', messages: user('Hello'), temperature: 0 } });
+    assert.equal(r.status, 200, JSON.stringify(r.body));
+    assert.equal(r.body.type, 'message');
+    assert.ok(['end_turn', 'max_tokens'].includes(r.body.stop_reason));
+    assert.equal(r.body.content[0].type, 'text');
+    const tool = await raw(url, { json: { max_tokens: 400, messages: user('Weather?'), tools: [{ name: 'get_weather', input_schema: WEATHER.function.parameters }], tool_choice: { type: 'any' } } });
+    assert.equal(tool.body.stop_reason, 'tool_use');
+    const use = tool.body.content.find((b: { type: string }) => b.type === 'tool_use');
+    assert.equal(use.name, 'get_weather');
+    assert.ok(new Ajv().compile(WEATHER.function.parameters)(use.input));
+    // the result goes back as a tool_result block
+    const back = await raw(url, { json: { max_tokens: 8, messages: [...user('Weather?'), { role: 'assistant', content: tool.body.content }, { role: 'user', content: [{ type: 'tool_result', tool_use_id: use.id, content: 'sunny' }] }], tools: [{ name: 'get_weather', input_schema: WEATHER.function.parameters }] } });
+    assert.equal(back.status, 200, JSON.stringify(back.body));
+    const s = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ max_tokens: 12, messages: user('Hello'), stream: true, temperature: 0 }) });
+    const events = [...(await s.text()).matchAll(/^event: (\S+)$/gm)].map((m) => m[1]);
+    assert.equal(events[0], 'message_start');
+    assert.equal(events.at(-1), 'message_stop');
+    assert.equal(events.at(-2), 'message_delta');
+    assert.ok(events.includes('content_block_start') && events.includes('content_block_delta') && events.includes('content_block_stop'));
+    const bad = await raw(url, { json: { messages: user('x') } });
+    assert.equal(bad.status, 400);
+    assert.equal(bad.body.type, 'error');
+    assert.equal(bad.body.error.type, 'invalid_request_error');
+    assert.match(bad.body.error.message, /max_tokens/);
+    const count = await raw(`${url}/count_tokens`, { json: { messages: user('Hello') } });
+    assert.ok(count.body.input_tokens > 1);
+  });
+
+  it('queues concurrent requests fairly and answers each as if alone', async () => {
+    const req = (content: string) => client.chat.completions.create({ model: 'demo', messages: user(content), max_tokens: 10, temperature: 0 });
+    const alone = [(await req('one')).choices[0].message.content, (await req('two')).choices[0].message.content];
+    const together = await Promise.all([req('one'), req('two')]);
+    assert.deepEqual(together.map((r) => r.choices[0].message.content), alone);
+  });
+});
+
+describe('waste serve: limits and keys', () => {
+  it('answers 429 with Retry-After when the queue is full', async () => {
+    const server = await startServer({ model: DEMO, port: 0, queueLimit: 0, log: false });
+    try {
+      // hold the engine as a long turn would
+      const release = await server.host.queue.acquire('someone else');
+      const r = await raw(`${server.url}/v1/chat/completions`, { json: { messages: user('x'), max_tokens: 2 } });
+      assert.equal(r.status, 429);
+      assert.ok(Number(r.headers.get('retry-after')) >= 1);
+      assert.equal(r.body.error.type, 'rate_limit_error');
+      release();
+      assert.equal((await raw(`${server.url}/v1/chat/completions`, { json: { messages: user('x'), max_tokens: 2 } })).status, 200);
+    } finally {
+      await server.close();
+    }
+  });
+
+  it('requires the API key on /v1 (constant-time check) but not on /health; bounds the context', async () => {
+    const server = await startServer({ model: DEMO, port: 0, apiKey: 'sesame', log: false, open: { maxContext: 64 } });
+    try {
+      const url = `${server.url}/v1/chat/completions`;
+      const json = { messages: user('hi'), max_tokens: 2 };
+      assert.equal((await raw(url, { json })).status, 401);
+      const wrong = await raw(url, { json, headers: { authorization: 'Bearer open' } });
+      assert.equal(wrong.status, 401);
+      assert.equal(wrong.body.error.type, 'authentication_error');
+      assert.equal((await raw(url, { json, headers: { authorization: 'Bearer sesame' } })).status, 200);
+      assert.equal((await raw(`${server.url}/v1/messages`, { json: { max_tokens: 2, messages: user('hi') }, headers: { 'x-api-key': 'sesame' } })).status, 200);
+      assert.equal((await fetch(`${server.url}/health`)).status, 200);
+      const long = await raw(url, { json: { messages: user('word '.repeat(200)) }, headers: { authorization: 'Bearer sesame' } });
+      assert.equal(long.status, 400);
+      assert.equal(long.body.error.code, 'context_length_exceeded');
+      // max_tokens beyond what the context leaves is clipped, not refused
+      const clipped = await new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'sesame', maxRetries: 0 }).chat.completions.create({ model: 'demo', messages: user('hi'), max_tokens: 100000 });
+      assert.ok(clipped.usage!.total_tokens <= 64);
+    } finally {
+      await server.close();
+    }
+  });
+
+  it('`waste serve` with no model serves the demo model and shuts down on SIGTERM', async () => {
+    const child = spawn(process.execPath, [BIN, 'serve', '--port', '0'], { stdio: ['ignore', 'ignore', 'pipe'] });
+    let err = '';
+    const url = await new Promise<string>((resolve, reject) => {
+      child.stderr.on('data', (d) => {
+        err += d;
+        const m = /listening on (http:\/\/\S+)/.exec(err);
+        if (m) resolve(m[1]);
+      });
+      child.on('exit', () => reject(new Error(`serve exited: ${err}`)));
+    });
+    assert.match(url, /^http:\/\/127\.0\.0\.1:\d+$/);
+    const h: any = await (await fetch(`${url}/health`)).json();
+    assert.equal(h.model, 'demo');
+    const page = await fetch(`${url}/`);
+    assert.equal(page.status, 200);
+    assert.match(await page.text(), /<html/i);
+    const code = await new Promise<number | null>((resolve) => {
+      child.on('exit', (c) => resolve(c));
+      child.kill('SIGTERM');
+    });
+    assert.equal(code, 0, err);
+  });
+});
+
+describe('fair queue', () => {
+  it('serves waiting clients round-robin, drops a waiter whose client left, and refuses beyond its limit', async () => {
+    const q = new FairQueue(4);
+    const order: string[] = [];
+    const first = await q.acquire('a');
+    const ac = new AbortController();
+    const waits = [q.acquire('a').then((r) => (order.push('a2'), r)), q.acquire('a').then((r) => (order.push('a3'), r)), q.acquire('b').then((r) => (order.push('b1'), r))];
+    const gone = q.acquire('c', ac.signal);
+    ac.abort();
+    await assert.rejects(gone);
+    const d = q.acquire('d').then((r) => (order.push('d1'), r));
+    assert.equal(q.queued, 4);
+    await assert.rejects(q.acquire('e'), (e) => e instanceof QueueFull && e.retryAfter >= 1);
+    first();
+    // each release starts the next waiter: a, then b, then d, then a again
+    (await waits[0])();
+    (await waits[2])();
+    (await d)();
+    (await waits[1])();
+    assert.deepEqual(order, ['a2', 'b1', 'd1', 'a3']);
+    assert.equal(q.running, false);
+  });
+});
