@@ -1,0 +1,348 @@
+/**
+ * The chat page served at `/` by `waste serve`. No framework, no external resources: it talks to
+ * the server's OpenAI-compatible API (/v1/chat/completions, streamed as server-sent events) and to
+ * /health for the model name and the expert-cache figures. Model output is only ever rendered with
+ * textContent.
+ */
+
+export {};
+
+type Role = 'system' | 'user' | 'assistant';
+interface Message {
+  role: Role;
+  content: string;
+}
+
+/** The figures the server adds to the last chunks of a stream. */
+interface WasteStats {
+  tokens?: number;
+  tokens_per_second?: number;
+  expert_hit_rate?: number | null;
+  bytes_read?: number;
+  prefill_seconds?: number;
+  decode_seconds?: number;
+}
+
+interface Chunk {
+  choices?: { delta?: { content?: string | null; reasoning_content?: string | null }; finish_reason?: string | null }[];
+  usage?: { prompt_tokens?: number; completion_tokens?: number } | null;
+  waste?: WasteStats;
+  error?: { message?: string };
+}
+
+interface Health {
+  status?: string;
+  model?: string;
+  budget_bytes?: number;
+  cache?: { hits?: number; misses?: number; hit_rate?: number | null; bytes_read?: number; direct?: boolean };
+}
+
+function $<T extends HTMLElement>(id: string): T {
+  const el = document.getElementById(id);
+  if (!el) throw new Error(`#${id} is missing from the page`);
+  return el as T;
+}
+
+const ui = {
+  model: $<HTMLElement>('model'),
+  system: $<HTMLTextAreaElement>('system'),
+  temperature: $<HTMLInputElement>('temperature'),
+  maxTokens: $<HTMLInputElement>('max-tokens'),
+  apiKey: $<HTMLInputElement>('api-key'),
+  clear: $<HTMLButtonElement>('clear'),
+  messages: $<HTMLElement>('messages'),
+  error: $<HTMLElement>('error'),
+  composer: $<HTMLFormElement>('composer'),
+  input: $<HTMLTextAreaElement>('input'),
+  send: $<HTMLButtonElement>('send'),
+  stop: $<HTMLButtonElement>('stop'),
+  statsReply: $<HTMLElement>('stats-reply'),
+  statsCache: $<HTMLElement>('stats-cache'),
+};
+
+/** The conversation so far, without the system prompt (that is read fresh each turn). */
+const conversation: Message[] = [];
+let controller: AbortController | null = null;
+
+// ---- formatting -------------------------------------------------------------------------------
+
+function fmtBytes(n: number): string {
+  const units = ['B', 'kB', 'MB', 'GB', 'TB'];
+  let i = 0;
+  while (n >= 1000 && i < units.length - 1) {
+    n /= 1000;
+    i++;
+  }
+  return `${n.toFixed(i === 0 ? 0 : 1)} ${units[i]}`;
+}
+
+function fmtRate(r: number | null | undefined): string {
+  return typeof r === 'number' && Number.isFinite(r) ? `${(r * 100).toFixed(1)} %` : '–';
+}
+
+function showError(message: string | null): void {
+  ui.error.hidden = message === null;
+  ui.error.textContent = message ?? '';
+}
+
+function setBusy(busy: boolean): void {
+  ui.send.disabled = busy;
+  ui.stop.disabled = !busy;
+  ui.clear.disabled = busy;
+  // assistive technology announces the reply and the figures once they are complete
+  ui.messages.setAttribute('aria-busy', String(busy));
+  $('stats').setAttribute('aria-busy', String(busy));
+}
+
+// ---- the server -------------------------------------------------------------------------------
+
+function headers(): Record<string, string> {
+  const h: Record<string, string> = { 'Content-Type': 'application/json' };
+  const key = ui.apiKey.value.trim();
+  if (key) h.Authorization = `Bearer ${key}`;
+  return h;
+}
+
+/** The message of an error response (`{error: {message}}`), or the status line. */
+async function errorOf(res: Response): Promise<string> {
+  const text = await res.text().catch(() => '');
+  try {
+    const j = JSON.parse(text) as { error?: { message?: string } | string };
+    const m = typeof j.error === 'string' ? j.error : j.error?.message;
+    if (m) return `${res.status}: ${m}`;
+  } catch {
+    // not JSON
+  }
+  return `${res.status} ${res.statusText}${text ? `: ${text.slice(0, 300)}` : ''}`;
+}
+
+async function refreshHealth(): Promise<void> {
+  try {
+    const res = await fetch('health', { headers: headers() });
+    if (!res.ok) throw new Error(await errorOf(res));
+    const h = (await res.json()) as Health;
+    if (h.model) {
+      ui.model.textContent = h.model;
+      document.title = `waste · ${h.model}`;
+    }
+    const c = h.cache;
+    if (c) {
+      const parts = [`cache: hit rate ${fmtRate(c.hit_rate)}`];
+      if (typeof c.bytes_read === 'number') parts.push(`${fmtBytes(c.bytes_read)} read in all`);
+      ui.statsCache.textContent = parts.join(' · ');
+    }
+  } catch (e) {
+    if (ui.model.textContent === '…') ui.model.textContent = 'unavailable';
+    if (ui.error.hidden) showError(`health: ${(e as Error).message}`);
+  }
+}
+
+// ---- the conversation -------------------------------------------------------------------------
+
+interface Bubble {
+  root: HTMLElement;
+  thinking: HTMLDetailsElement | null;
+  content: HTMLElement;
+}
+
+function addMessage(role: 'user' | 'assistant', text = ''): Bubble {
+  const root = document.createElement('div');
+  root.className = `msg ${role}`;
+  const who = document.createElement('div');
+  who.className = 'role';
+  who.textContent = role === 'user' ? 'You' : 'Assistant';
+  const content = document.createElement('div');
+  content.className = 'content';
+  content.textContent = text;
+  root.append(who, content);
+  ui.messages.append(root);
+  scrollDown();
+  return { root, thinking: null, content };
+}
+
+/** Reasoning goes to its own, dimmer block above the reply, never into the reply. */
+function appendThinking(b: Bubble, text: string): void {
+  if (!b.thinking) {
+    b.thinking = document.createElement('details');
+    b.thinking.className = 'thinking';
+    b.thinking.open = true;
+    const summary = document.createElement('summary');
+    summary.textContent = 'thinking';
+    const body = document.createElement('div');
+    body.className = 'thinking-text';
+    b.thinking.append(summary, body);
+    b.root.insertBefore(b.thinking, b.content);
+  }
+  b.thinking.lastElementChild!.append(text);
+}
+
+function scrollDown(): void {
+  const m = ui.messages;
+  if (m.scrollHeight - m.scrollTop - m.clientHeight < 120) m.scrollTop = m.scrollHeight;
+}
+
+/** Split an SSE byte stream into the payloads of its `data:` lines. */
+async function* sse(body: ReadableStream<Uint8Array>): AsyncGenerator<string> {
+  const reader = body.getReader();
+  const decoder = new TextDecoder();
+  let buf = '';
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      buf += decoder.decode(value, { stream: !done });
+      let nl: number;
+      while ((nl = buf.indexOf('\n')) >= 0) {
+        const line = buf.slice(0, nl).replace(/\r$/, '');
+        buf = buf.slice(nl + 1);
+        if (line.startsWith('data:')) yield line.slice(5).trimStart();
+      }
+      if (done) return;
+    }
+  } finally {
+    reader.releaseLock();
+  }
+}
+
+async function send(text: string): Promise<void> {
+  showError(null);
+  const user = addMessage('user', text);
+  const bubble = addMessage('assistant');
+  bubble.root.classList.add('streaming');
+  conversation.push({ role: 'user', content: text });
+
+  const system = ui.system.value.trim();
+  const messages: Message[] = system ? [{ role: 'system', content: system }, ...conversation] : [...conversation];
+  const body: Record<string, unknown> = {
+    messages,
+    stream: true,
+    stream_options: { include_usage: true },
+  };
+  const temperature = ui.temperature.valueAsNumber;
+  if (Number.isFinite(temperature)) body.temperature = temperature;
+  const maxTokens = ui.maxTokens.valueAsNumber;
+  if (Number.isFinite(maxTokens) && maxTokens > 0) body.max_tokens = Math.floor(maxTokens);
+
+  controller = new AbortController();
+  setBusy(true);
+  let reply = '';
+  let deltas = 0;
+  let first = 0;
+  let final: WasteStats | null = null;
+  let finish: string | null = null;
+  let lastPaint = 0;
+
+  const paintLive = (force = false): void => {
+    const now = performance.now();
+    if (!force && now - lastPaint < 250) return;
+    lastPaint = now;
+    const secs = first ? (now - first) / 1000 : 0;
+    const rate = secs > 0 && deltas > 1 ? (deltas - 1) / secs : 0;
+    ui.statsReply.textContent = `${deltas} tokens · ${rate.toFixed(1)} tok/s`;
+  };
+
+  try {
+    const res = await fetch('v1/chat/completions', {
+      method: 'POST',
+      headers: headers(),
+      body: JSON.stringify(body),
+      signal: controller.signal,
+    });
+    if (!res.ok || !res.body) throw new Error(await errorOf(res));
+    ui.statsReply.textContent = 'prefill…';
+    for await (const data of sse(res.body)) {
+      if (data === '[DONE]') break;
+      let chunk: Chunk;
+      try {
+        chunk = JSON.parse(data) as Chunk;
+      } catch {
+        continue;
+      }
+      if (chunk.error) throw new Error(chunk.error.message ?? 'the server reported an error');
+      if (chunk.waste) final = { ...(final ?? {}), ...chunk.waste };
+      for (const choice of chunk.choices ?? []) {
+        const d = choice.delta ?? {};
+        if (d.reasoning_content || d.content) {
+          deltas++;
+          if (!first) first = performance.now();
+        }
+        if (d.reasoning_content) appendThinking(bubble, d.reasoning_content);
+        if (d.content) {
+          reply += d.content;
+          bubble.content.append(d.content);
+        }
+        if (choice.finish_reason) finish = choice.finish_reason;
+      }
+      scrollDown();
+      paintLive();
+    }
+    if (final) {
+      const parts = [`${final.tokens ?? deltas} tokens`];
+      if (typeof final.tokens_per_second === 'number') parts.push(`${final.tokens_per_second.toFixed(1)} tok/s`);
+      if (typeof final.prefill_seconds === 'number') parts.push(`prefill ${final.prefill_seconds.toFixed(2)} s`);
+      parts.push(`expert hit rate ${fmtRate(final.expert_hit_rate)}`);
+      if (typeof final.bytes_read === 'number') parts.push(`${fmtBytes(final.bytes_read)} read`);
+      ui.statsReply.textContent = parts.join(' · ');
+    } else {
+      paintLive(true);
+    }
+    if (finish === 'length') bubble.root.dataset.finish = 'length';
+  } catch (e) {
+    if (controller.signal.aborted) {
+      bubble.root.classList.add('stopped');
+      paintLive(true);
+      ui.statsReply.textContent += ' · stopped';
+    } else {
+      showError((e as Error).message);
+      ui.statsReply.textContent = '';
+    }
+  } finally {
+    bubble.root.classList.remove('streaming');
+    controller = null;
+    setBusy(false);
+  }
+
+  if (reply || bubble.thinking) {
+    conversation.push({ role: 'assistant', content: reply });
+  } else {
+    // Nothing came back: take the turn back so it can be edited and sent again.
+    conversation.pop();
+    user.root.remove();
+    bubble.root.remove();
+    if (!ui.input.value) ui.input.value = text;
+  }
+  await refreshHealth();
+  ui.input.focus();
+}
+
+// ---- wiring -----------------------------------------------------------------------------------
+
+// The settings form is never submitted; Enter in its fields does nothing.
+$<HTMLFormElement>('controls').addEventListener('submit', (ev) => ev.preventDefault());
+
+ui.composer.addEventListener('submit', (ev) => {
+  ev.preventDefault();
+  const text = ui.input.value.trim();
+  if (!text || controller) return;
+  ui.input.value = '';
+  void send(text);
+});
+
+ui.input.addEventListener('keydown', (ev) => {
+  if (ev.key === 'Enter' && !ev.shiftKey && !ev.isComposing) {
+    ev.preventDefault();
+    ui.composer.requestSubmit();
+  }
+});
+
+ui.stop.addEventListener('click', () => controller?.abort());
+
+ui.clear.addEventListener('click', () => {
+  conversation.length = 0;
+  ui.messages.replaceChildren();
+  ui.statsReply.textContent = '';
+  showError(null);
+  ui.input.focus();
+});
+
+void refreshHealth();
+ui.input.focus();
