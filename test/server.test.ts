@@ -287,6 +287,17 @@ describe('waste serve: the OpenAI-compatible API on the demo model', () => {
     assert.ok(tokens < got + 20, `generated ${tokens} tokens after the client had read ${got}`);
     const h: any = await (await fetch(`${server.url}/health`)).json();
     assert.equal(h.queue.running, false);
+    // a request waiting for a whole JSON reply stops too
+    const ac2 = new AbortController();
+    const mark = lines.length;
+    const pending = fetch(`${server.url}/v1/chat/completions`, { method: 'POST', body: JSON.stringify({ messages: user('Tell me a long story.'), max_tokens: 3000 }), signal: ac2.signal }).catch(() => 'aborted');
+    await new Promise((res) => setTimeout(res, 300));
+    ac2.abort();
+    assert.equal(await pending, 'aborted');
+    for (let i = 0; i < 400 && !lines.slice(mark).some((l) => l.includes('aborted')); i++) await new Promise((res) => setTimeout(res, 25));
+    const line2 = lines.slice(mark).find((l) => l.includes('aborted'));
+    assert.ok(line2, `no aborted turn in the log: ${lines.slice(mark).join('\n')}`);
+    assert.ok(Number(/\+ (\d+) reply tokens/.exec(line2)![1]) < 3000);
   });
 
   it('serves Anthropic /v1/messages, streaming too, with tool use', async () => {
