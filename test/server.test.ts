@@ -370,6 +370,13 @@ describe('waste serve: limits and keys', () => {
       const long = await raw(url, { json: { messages: user('word '.repeat(200)) }, headers: { authorization: 'Bearer sesame' } });
       assert.equal(long.status, 400);
       assert.equal(long.body.error.code, 'context_length_exceeded');
+      // streamed or not, and on either API, the refusal comes before any stream starts
+      const longStream = await raw(url, { json: { messages: user('word '.repeat(200)), stream: true }, headers: { authorization: 'Bearer sesame' } });
+      assert.equal(longStream.status, 400);
+      assert.equal(longStream.body.error.code, 'context_length_exceeded');
+      const longMessages = await raw(`${server.url}/v1/messages`, { json: { max_tokens: 5, messages: user('word '.repeat(200)), stream: true }, headers: { 'x-api-key': 'sesame' } });
+      assert.equal(longMessages.status, 400);
+      assert.equal(longMessages.body.type, 'error');
       // max_tokens beyond what the context leaves is clipped, not refused
       const clipped = await new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'sesame', maxRetries: 0 }).chat.completions.create({ model: 'demo', messages: user('hi'), max_tokens: 100000 });
       assert.ok(clipped.usage!.total_tokens <= 64);

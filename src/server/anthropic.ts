@@ -114,7 +114,7 @@ export function anthropicRoutes(app: Hono<RouteEnv>, host: Host): void {
 
   app.post('/v1/messages', async (c) => {
     const body = parseBody(MessagesBody, await c.get('json')());
-    const req = messagesTurn(body);
+    const req = host.prepare(messagesTurn(body));
     const signal = c.req.raw.signal;
     const log: TurnLog = { stream: !!body.stream, waitedSeconds: 0 };
     c.set('turn', log);
@@ -145,7 +145,6 @@ export function anthropicRoutes(app: Hono<RouteEnv>, host: Host): void {
       });
     }
 
-    const inputTokens = host.countTokens(req);
     let release: (() => void) | undefined;
     await new Promise<void>((resolve, reject) => {
       withEngine(host, c.get('client'), signal, () => {
@@ -175,7 +174,7 @@ export function anthropicRoutes(app: Hono<RouteEnv>, host: Host): void {
         await send('content_block_start', { index, content_block: block });
       };
       try {
-        await send('message_start', { message: { id, type: 'message', role: 'assistant', model, content: [], stop_reason: null, stop_sequence: null, usage: { input_tokens: inputTokens, output_tokens: 0 } } });
+        await send('message_start', { message: { id, type: 'message', role: 'assistant', model, content: [], stop_reason: null, stop_sequence: null, usage: { input_tokens: req.ids.length, output_tokens: 0 } } });
         const r = await streamTurn(host, req, ac.signal, async (e) => {
           if (ac.signal.aborted) return;
           if (e.kind === 'reasoning') {

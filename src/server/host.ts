@@ -47,6 +47,14 @@ export interface TurnResult {
   bytesRead: number;
 }
 
+/** A turn rendered and checked against the context, ready to run. */
+export interface PreparedTurn {
+  req: TurnRequest;
+  ids: number[];
+  reasoningFirst: boolean;
+  maxTokens: number;
+}
+
 export interface HostOptions {
   /** The name clients use for the model. */
   id: string;
@@ -110,18 +118,25 @@ export class Host {
   }
 
   /**
-   * Run one turn (the caller holds the queue): yields the reply's pieces as they stream, returns
-   * the whole. `signal` stops it within one token.
+   * Render a turn and check it fits the context — before it waits for the engine, so a request
+   * that cannot run gets its 400 at once, streaming or not.
    */
-  async *turn(req: TurnRequest, signal: AbortSignal): AsyncGenerator<ReplyEvent, TurnResult> {
-    const format = this.model.chatFormat();
+  prepare(req: TurnRequest): PreparedTurn {
     const { ids, reasoningFirst } = this.prompt(req);
     const limit = this.contextLength;
     if (ids.length + 1 > limit)
       throw new ApiError(400, `the conversation is ${ids.length} tokens and this model's context is ${limit} (with room for at least one token of reply)`, 'invalid_request_error', 'context_length_exceeded', 'messages');
-    const maxTokens = Math.min(req.maxTokens ?? this.opts.maxTokens, this.opts.maxTokens, limit - ids.length);
+    return { req, ids, reasoningFirst, maxTokens: Math.min(req.maxTokens ?? this.opts.maxTokens, this.opts.maxTokens, limit - ids.length) };
+  }
 
-    const session = this.prepare(ids);
+  /**
+   * Run one turn (the caller holds the queue): yields the reply's pieces as they stream, returns
+   * the whole. `signal` stops it within one token.
+   */
+  async *turn(turn: PreparedTurn, signal: AbortSignal): AsyncGenerator<ReplyEvent, TurnResult> {
+    const { req, ids, reasoningFirst, maxTokens } = turn;
+    const format = this.model.chatFormat();
+    const session = this.reuse(ids);
     const fresh = ids.slice(session.history.length);
     const tok = this.model.tokenizer();
     const endId = tok.specialId(format.assistantEnd);
@@ -159,6 +174,10 @@ export class Host {
         // pieces would sit unsent, a client's disconnect unseen and /health unanswered until the end
         await new Promise((resolve) => setImmediate(resolve));
       }
+    } catch (e) {
+      // whatever the engine's state is after a fault, the next turn starts from a clean one
+      session.reset();
+      throw e;
     } finally {
       if (!result) await gen.return(undefined as never);
     }
@@ -187,7 +206,7 @@ export class Host {
   }
 
   /** The session, keeping its state when it has consumed a prefix of `ids`. */
-  private prepare(ids: number[]): Session {
+  private reuse(ids: number[]): Session {
     const s = (this.session ??= this.model.newSession());
     const h = s.history;
     let keep = h.length < ids.length;

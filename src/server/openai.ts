@@ -38,7 +38,7 @@ export function openaiRoutes(app: Hono<RouteEnv>, host: Host): void {
 
   app.post('/v1/chat/completions', async (c) => {
     const body = parseBody(ChatCompletionBody, await c.get('json')());
-    const req = chatTurn(body);
+    const req = host.prepare(chatTurn(body));
     const signal = c.req.raw.signal;
     const log: TurnLog = { stream: !!body.stream, waitedSeconds: 0 };
     c.set('turn', log);
@@ -53,8 +53,8 @@ export function openaiRoutes(app: Hono<RouteEnv>, host: Host): void {
         return collectTurn(host, req, signal);
       });
       log.result = r;
-      if (req.schema !== undefined && r.finish === 'stop') {
-        const problem = Host.check(req.schema, r.content);
+      if (req.req.schema !== undefined && r.finish === 'stop') {
+        const problem = Host.check(req.req.schema, r.content);
         if (problem) c.get('warn')(`structured reply did not validate: ${problem}`);
       }
       return c.json({

@@ -1,6 +1,6 @@
 import { WasteError } from '../util/errors.js';
 import { ApiError } from './errors.js';
-import type { Host, TurnRequest, TurnResult } from './host.js';
+import type { Host, PreparedTurn, TurnResult } from './host.js';
 import type { ReplyEvent } from '../generate/reply.js';
 import { QueueFull } from './queue.js';
 
@@ -40,7 +40,7 @@ export function asApiError(e: unknown): ApiError {
 }
 
 /** Run a turn to its end, collecting the reply. */
-export async function collectTurn(host: Host, req: TurnRequest, signal: AbortSignal): Promise<TurnResult> {
+export async function collectTurn(host: Host, req: PreparedTurn, signal: AbortSignal): Promise<TurnResult> {
   const it = host.turn(req, signal);
   for (;;) {
     const r = await it.next();
@@ -49,7 +49,7 @@ export async function collectTurn(host: Host, req: TurnRequest, signal: AbortSig
 }
 
 /** Run a turn, handing each piece of the reply to `onEvent` as it streams. */
-export async function streamTurn(host: Host, req: TurnRequest, signal: AbortSignal, onEvent: (e: ReplyEvent) => Promise<void> | void): Promise<TurnResult> {
+export async function streamTurn(host: Host, req: PreparedTurn, signal: AbortSignal, onEvent: (e: ReplyEvent) => Promise<void> | void): Promise<TurnResult> {
   const it = host.turn(req, signal);
   for (;;) {
     const r = await it.next();
