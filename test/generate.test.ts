@@ -3,7 +3,8 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { Model } from '../src/engine.js';
-import { Sampler } from '../src/generate/sampler.js';
+import { Sampler, nucleus } from '../src/generate/sampler.js';
+import { Rng } from '../src/util/prng.js';
 import { StopMatcher } from '../src/generate/stop.js';
 import { KIMI_STYLE_TEMPLATE } from '../src/synth/checkpoint.js';
 import { JinjaChatFormat, KIMI_TURNS, TurnChatFormat } from '../src/tokenizer/chat.js';
@@ -44,6 +45,39 @@ describe('sampler', () => {
     assert.deepEqual([...seen({ topP: 0.5 })].sort(), [1, 2]);
     // min-p 0.5: keep tokens at least half as likely as the best (e^-0.1 yes, e^-1 no)
     assert.deepEqual([...seen({ minP: 0.5 })].sort(), [1, 2, 5]);
+  });
+
+  it('the candidate set equals sorting every token and cutting by min-p, top-k and top-p (ties included)', () => {
+    const rng = new Rng(17);
+    for (let trial = 0; trial < 300; trial++) {
+      const V = 1 + Math.floor(rng.float() * 300);
+      // few distinct values, so ties are everywhere; some tokens masked out
+      const adj = Float32Array.from({ length: V }, () => (rng.float() < 0.1 ? -Infinity : Math.round(rng.float() * 40) / 4));
+      let best = 0;
+      for (let i = 1; i < V; i++) if (adj[i] > adj[best]) best = i;
+      if (adj[best] === -Infinity) continue;
+      const T = [0.3, 0.7, 1, 2][trial % 4];
+      const topK = [0, 1, 5, 50][(trial >> 2) % 4];
+      const topP = [1, 0.9, 0.5, 0.1][(trial >> 4) % 4];
+      const minP = [0, 0.05, 0.3][trial % 3];
+      // the reference: sort everything in reach, most likely first, lower id on a tie
+      let ref = [...adj.keys()].filter((i) => adj[i] >= adj[best] - 30 * T && Math.exp((adj[i] - adj[best]) / T) >= minP);
+      ref.sort((a, b) => adj[b] - adj[a] || a - b);
+      if (topK > 0) ref = ref.slice(0, topK);
+      const w = ref.map((i) => Math.exp((adj[i] - adj[best]) / T));
+      if (topP < 1) {
+        const total = w.reduce((x, y) => x + y, 0);
+        let cum = 0;
+        const n = w.findIndex((x) => (cum += x) >= topP * total);
+        ref = ref.slice(0, n + 1);
+      }
+      const got = nucleus(adj, best, T, topK, topP, minP);
+      const ids = [...got.ids];
+      // without a top-p cut the order is free (id order when nothing was cut at all)
+      if (topP >= 1) ids.sort((a, b) => adj[b] - adj[a] || a - b);
+      assert.deepEqual(ids, ref, `V ${V} T ${T} k ${topK} p ${topP} min-p ${minP}`);
+      assert.deepEqual([...got.p], [...got.ids].map((i) => Math.exp((adj[i] - adj[best]) / T)));
+    }
   });
 
   it('penalties push down tokens already seen', () => {

@@ -90,39 +90,96 @@ export class Sampler {
     for (let i = 1; i < V; i++) if (adj[i] > adj[best]) best = i;
     if (this.temperature === 0 || this.topK === 1) return { token: best, logprob: logits[best] - lse };
 
-    // candidates: every token within reach of the best, most likely first (the lower id on a tie)
-    const floor = adj[best] - NEGLIGIBLE * this.temperature;
-    let cand: number[] = [];
-    for (let i = 0; i < V; i++) if (adj[i] >= floor) cand.push(i);
-    cand.sort((x, y) => adj[y] - adj[x] || x - y);
-    if (this.topK > 0 && cand.length > this.topK) cand = cand.slice(0, this.topK);
-    const p = cand.map((i) => Math.exp((adj[i] - adj[best]) / this.temperature));
-    let n = p.length;
-    if (this.minP > 0) while (n > 1 && p[n - 1] < this.minP * p[0]) n--;
+    const { ids, p } = nucleus(adj, best, this.temperature, this.topK, this.topP, this.minP);
     let total = 0;
-    for (let i = 0; i < n; i++) total += p[i];
-    if (this.topP < 1) {
-      let cum = 0;
-      for (let i = 0; i < n; i++) {
-        cum += p[i];
-        if (cum >= this.topP * total) {
-          n = i + 1;
-          total = cum;
-          break;
-        }
-      }
-    }
+    for (let i = 0; i < p.length; i++) total += p[i];
     let r = this.rng.float() * total;
-    let pick = cand[n - 1];
-    for (let i = 0; i < n; i++) {
+    let pick = ids[ids.length - 1];
+    for (let i = 0; i < ids.length; i++) {
       r -= p[i];
       if (r < 0) {
-        pick = cand[i];
+        pick = ids[i];
         break;
       }
     }
     return { token: pick, logprob: logits[pick] - lse };
   }
+}
+
+/**
+ * The tokens a draw chooses among, with their weights relative to the best: every token within
+ * e^-30 of the best at this temperature, cut by min-p, top-k and top-p — most likely first (the
+ * lower id on a tie) when top-k or top-p cut them, else in id order. Nothing sorts the whole
+ * candidate set (on a 163,840-token vocabulary it can be most of it, and a comparison sort took
+ * ~100 ms a token): min-p is a threshold, top-k and top-p pop a heap only as far as they reach.
+ */
+export function nucleus(adj: ArrayLike<number>, best: number, temperature: number, topK: number, topP: number, minP: number): { ids: Int32Array; p: Float64Array } {
+  const top = adj[best];
+  // the weight relative to the best is exp((adj - top) / T); min-p keeps weights >= minP
+  const lowest = Math.max(top - NEGLIGIBLE * temperature, minP > 0 ? top + temperature * Math.log(minP) : -Infinity);
+  const V = adj.length;
+  let n = 0;
+  const ids = new Int32Array(V);
+  for (let i = 0; i < V; i++) if (adj[i] >= lowest) ids[n++] = i;
+  const k = topK > 0 ? Math.min(topK, n) : n;
+  if (k === n && topP >= 1) {
+    const p = new Float64Array(n);
+    for (let j = 0; j < n; j++) p[j] = Math.exp((adj[ids[j]] - top) / temperature);
+    return { ids: ids.subarray(0, n), p };
+  }
+  // a binary heap of the candidates, the first-ranked on top
+  const before = (a: number, b: number) => adj[a] > adj[b] || (adj[a] === adj[b] && a < b);
+  const down = (at: number, size: number) => {
+    const x = ids[at];
+    for (;;) {
+      let c = 2 * at + 1;
+      if (c >= size) break;
+      if (c + 1 < size && before(ids[c + 1], ids[c])) c++;
+      if (!before(ids[c], x)) break;
+      ids[at] = ids[c];
+      at = c;
+    }
+    ids[at] = x;
+  };
+  for (let j = (n >> 1) - 1; j >= 0; j--) down(j, n);
+  if (k < n) {
+    // top-k: the mass top-p is measured against is the k first tokens' (pop them into order)
+    let total = 0;
+    const kept = new Int32Array(k);
+    for (let j = 0, size = n; j < k; j++) {
+      kept[j] = ids[0];
+      total += Math.exp((adj[ids[0]] - top) / temperature);
+      ids[0] = ids[--size];
+      down(0, size);
+    }
+    let m = k;
+    if (topP < 1) {
+      let cum = 0;
+      for (m = 0; m < k; ) {
+        cum += Math.exp((adj[kept[m++]] - top) / temperature);
+        if (cum >= topP * total) break;
+      }
+    }
+    const p = new Float64Array(m);
+    for (let j = 0; j < m; j++) p[j] = Math.exp((adj[kept[j]] - top) / temperature);
+    return { ids: kept.subarray(0, m), p };
+  }
+  let total = 0;
+  for (let j = 0; j < n; j++) total += Math.exp((adj[ids[j]] - top) / temperature);
+  const out: number[] = [];
+  const p: number[] = [];
+  let cum = 0;
+  for (let size = n; size > 0; ) {
+    const t = ids[0];
+    const w = Math.exp((adj[t] - top) / temperature);
+    out.push(t);
+    p.push(w);
+    cum += w;
+    if (cum >= topP * total) break;
+    ids[0] = ids[--size];
+    down(0, size);
+  }
+  return { ids: Int32Array.from(out), p: Float64Array.from(p) };
 }
 
 /** The n most likely tokens and their log-probabilities under the model's distribution. */
