@@ -21,7 +21,8 @@ const validators = Object.fromEntries(TOOLS.map((t) => [t.name, new Ajv().compil
 
 /** Draw uniformly among the tokens the constraint allows (the model's preferences aside). */
 function walk(seed: number, prefix: number[], syntax: ReplySyntax, plan: Parameters<typeof turnConstraint>[0], steps = 3000) {
-  const c = turnConstraint(plan)!;
+  const { constraint, forced } = turnConstraint(plan);
+  const c = constraint!;
   const rng = new Rng(seed);
   const out: number[] = [];
   for (const t of prefix) {
@@ -38,17 +39,21 @@ function walk(seed: number, prefix: number[], syntax: ReplySyntax, plan: Paramet
     if (t === END) break;
     out.push(t);
   }
+  // a required call's opening markup is fed with the prompt, not sampled
+  const text = forced + tok.decode(out);
   const p = new ReplyParser(syntax, { tools: true, startInReasoning: plan.reasoningFirst });
-  p.push(tok.decode(out));
+  p.push(text);
   p.flush();
-  return { c, parser: p, text: tok.decode(out) };
+  return { c, parser: p, text, forced };
 }
 
 describe('the constraint of a chat turn', () => {
   const kimi: ReplySyntax = { think: { open: '<think>', close: '</think>' }, tools: 'kimi' };
 
   it('leaves "auto" replies free until the model opens a tool-call section, then enforces the calls', () => {
-    const c = turnConstraint({ vocab, syntax: kimi, endTokens: [END], reasoningFirst: false, tools: { decls: TOOLS, required: false, parallel: true } })!;
+    const { constraint, forced } = turnConstraint({ vocab, syntax: kimi, endTokens: [END], reasoningFirst: false, tools: { decls: TOOLS, required: false, parallel: true } });
+    assert.equal(forced, '');
+    const c = constraint!;
     const logits = new Float32Array(tok.vocabSize).fill(1);
     for (const t of tok.encode('Let me look that up. ')) {
       assert.equal(c.mask(logits), logits, 'free text is not masked');
@@ -67,10 +72,19 @@ describe('the constraint of a chat turn', () => {
 
   it('makes a required call first, or after the reasoning block when the reply starts in it', () => {
     for (const seed of [5, 6]) {
-      const { parser, text } = walk(seed, [], kimi, { vocab, syntax: kimi, endTokens: [END], reasoningFirst: false, tools: { decls: TOOLS.slice(1), required: true, parallel: false } });
-      assert.ok(text.startsWith('<|tool_calls_section_begin|>'), text);
+      const { parser, forced } = walk(seed, [], kimi, { vocab, syntax: kimi, endTokens: [END], reasoningFirst: false, tools: { decls: TOOLS.slice(1), required: true, parallel: false } });
+      // one tool: everything up to its arguments is forced
+      assert.equal(forced, '<|tool_calls_section_begin|><|tool_call_begin|>functions.add:0<|tool_call_argument_begin|>');
       assert.equal(parser.calls.length, 1);
       assert.equal(parser.calls[0].name, 'add');
+      assert.ok(validators.add(JSON.parse(parser.calls[0].arguments)));
+    }
+    for (const seed of [10, 11, 12]) {
+      const { parser, forced } = walk(seed, [], kimi, { vocab, syntax: kimi, endTokens: [END], reasoningFirst: false, tools: { decls: TOOLS, required: true, parallel: true } });
+      // several: up to the name
+      assert.equal(forced, '<|tool_calls_section_begin|><|tool_call_begin|>functions.');
+      assert.ok(parser.calls.length >= 1);
+      for (const call of parser.calls) assert.ok(validators[call.name](JSON.parse(call.arguments)), call.arguments);
     }
     const { parser } = walk(7, tok.encode('hmm, numbers</think>'), kimi, { vocab, syntax: kimi, endTokens: [END], reasoningFirst: true, tools: { decls: TOOLS, required: true, parallel: false } });
     assert.equal(parser.reasoning, 'hmm, numbers');
@@ -82,12 +96,15 @@ describe('the constraint of a chat turn', () => {
     const { parser } = walk(8, tok.encode('thinking</think>'), kimi, { vocab, syntax: kimi, endTokens: [END], reasoningFirst: true, schema });
     assert.equal(typeof JSON.parse(parser.content).ok, 'boolean');
     const hermes: ReplySyntax = { tools: 'hermes' };
-    const h = walk(9, [], hermes, { vocab, syntax: hermes, endTokens: [END], reasoningFirst: false, tools: { decls: TOOLS, required: true, parallel: true } });
-    assert.ok(h.parser.calls.length >= 1);
-    for (const call of h.parser.calls) assert.ok(validators[call.name](JSON.parse(call.arguments)), call.arguments);
+    for (const decls of [TOOLS, TOOLS.slice(0, 1)]) {
+      const h = walk(9, [], hermes, { vocab, syntax: hermes, endTokens: [END], reasoningFirst: false, tools: { decls, required: true, parallel: true } });
+      assert.ok(h.forced.startsWith('<tool_call>\n{"name": "'));
+      assert.ok(h.parser.calls.length >= 1);
+      for (const call of h.parser.calls) assert.ok(validators[call.name](JSON.parse(call.arguments)), call.arguments);
+    }
   });
 
   it('is no constraint at all for free text', () => {
-    assert.equal(turnConstraint({ vocab, syntax: kimi, endTokens: [END], reasoningFirst: false }), undefined);
+    assert.deepEqual(turnConstraint({ vocab, syntax: kimi, endTokens: [END], reasoningFirst: false }), { forced: '' });
   });
 });

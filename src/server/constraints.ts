@@ -27,11 +27,16 @@ function callGrammar(style: 'kimi' | 'hermes', tools: ToolDecl[], index: number)
   );
 }
 
+/** Calls `from` onwards, each optional, up to MAX_PARALLEL in all (or none when not parallel). */
+function moreCalls(style: 'kimi' | 'hermes', tools: ToolDecl[], parallel: boolean, from: number): Grammar {
+  let g: Grammar = seq([]);
+  if (parallel) for (let i = MAX_PARALLEL - 1; i >= from; i--) g = optional(seq([callGrammar(style, tools, i), g]));
+  return g;
+}
+
 /** The calls of a section: one, or up to MAX_PARALLEL in a row. */
 function callsGrammar(style: 'kimi' | 'hermes', tools: ToolDecl[], parallel: boolean): Grammar {
-  let g: Grammar | undefined;
-  for (let i = (parallel ? MAX_PARALLEL : 1) - 1; i >= 0; i--) g = g ? seq([callGrammar(style, tools, i), optional(g)]) : callGrammar(style, tools, i);
-  return g!;
+  return seq([callGrammar(style, tools, 0), moreCalls(style, tools, parallel, 1)]);
 }
 
 /** A whole tool-call section (what the model must write when a call is required). */
@@ -40,12 +45,39 @@ export function toolSectionGrammar(style: 'kimi' | 'hermes', tools: ToolDecl[], 
   return style === 'kimi' ? seq([lit(KIMI_TOOL_MARKERS.section), calls, lit(KIMI_TOOL_MARKERS.sectionEnd)]) : calls;
 }
 
+/**
+ * A required call from the reply's first token: the markup every such reply begins with is not
+ * sampled but written into the prompt (tokenized as the template's markup, so a marker that is a
+ * special token is one token), up to where the model has a choice — the tool's name, or with one
+ * tool its arguments. The grammar takes over from there.
+ */
+export function forcedToolCall(style: 'kimi' | 'hermes', tools: ToolDecl[], parallel: boolean): { forced: string; grammar: Grammar } {
+  const one = tools.length === 1 ? tools[0] : undefined;
+  if (style === 'kimi') {
+    const K = KIMI_TOOL_MARKERS;
+    const first = one
+      ? seq([json(one.parameters), lit(K.callEnd)])
+      : alt(tools.map((t) => seq([lit(`${t.name}:0`), lit(K.args), json(t.parameters), lit(K.callEnd)])));
+    return {
+      forced: K.section + K.call + (one ? `functions.${one.name}:0${K.args}` : 'functions.'),
+      grammar: seq([first, moreCalls(style, tools, parallel, 1), lit(K.sectionEnd)]),
+    };
+  }
+  const H = HERMES_TOOL_MARKERS;
+  const tail = (t: ToolDecl) => [json(t.parameters), lit('}\n'), lit(H.callEnd)];
+  const first = one ? seq(tail(one)) : alt(tools.map((t) => seq([lit(`${JSON.stringify(t.name).slice(1)}, "arguments": `), ...tail(t)])));
+  return {
+    forced: `${H.call}\n{"name": ${one ? `${JSON.stringify(one.name)}, "arguments": ` : '"'}`,
+    grammar: seq([first, moreCalls(style, tools, parallel, 1)]),
+  };
+}
+
 /** The rest of a section once the model has opened it by itself (tool_choice "auto"). */
 function toolSectionRest(style: 'kimi' | 'hermes', tools: ToolDecl[], parallel: boolean): { trigger: string; grammar: Grammar } {
   if (style === 'kimi') return { trigger: KIMI_TOOL_MARKERS.section, grammar: seq([callsGrammar(style, tools, parallel), lit(KIMI_TOOL_MARKERS.sectionEnd)]) };
   // after "<tool_call>" the rest of the first call, then possibly more
   const rest = (t: ToolDecl) => seq([lit(`\n{"name": ${JSON.stringify(t.name)}, "arguments": `), json(t.parameters), lit('}\n'), lit(HERMES_TOOL_MARKERS.callEnd)]);
-  return { trigger: HERMES_TOOL_MARKERS.call, grammar: alt(tools.map(rest)) };
+  return { trigger: HERMES_TOOL_MARKERS.call, grammar: seq([alt(tools.map(rest)), moreCalls(style, tools, parallel, 1)]) };
 }
 
 /**
@@ -93,16 +125,23 @@ export interface ConstraintPlan {
   tools?: { decls: ToolDecl[]; required: boolean; parallel: boolean };
 }
 
-/** The constraint for a turn, or undefined when the reply is free text. */
-export function turnConstraint(p: ConstraintPlan): TokenConstraint | undefined {
+/**
+ * The constraint for a turn (undefined when the reply is free text), and the text the reply is
+ * made to begin with, fed with the prompt.
+ */
+export function turnConstraint(p: ConstraintPlan): { constraint?: TokenConstraint; forced: string } {
   const now = (g: Grammar) => () => grammarConstraint(p.vocab, g, p.endTokens);
   const afterReasoning = (make: () => TokenConstraint) => (p.reasoningFirst && p.syntax.think ? new AfterText(p.vocab, p.syntax.think.close, make) : make());
   const style = p.syntax.tools;
   if (p.tools && style) {
-    if (p.tools.required) return afterReasoning(now(toolSectionGrammar(style, p.tools.decls, p.tools.parallel)));
+    if (p.tools.required) {
+      if (p.reasoningFirst && p.syntax.think) return { constraint: afterReasoning(now(toolSectionGrammar(style, p.tools.decls, p.tools.parallel))), forced: '' };
+      const { forced, grammar } = forcedToolCall(style, p.tools.decls, p.tools.parallel);
+      return { constraint: now(grammar)(), forced };
+    }
     const { trigger, grammar } = toolSectionRest(style, p.tools.decls, p.tools.parallel);
-    return new AfterText(p.vocab, trigger, now(grammar));
+    return { constraint: new AfterText(p.vocab, trigger, now(grammar)), forced: '' };
   }
-  if (p.schema !== undefined) return afterReasoning(now(json(p.schema)));
-  return undefined;
+  if (p.schema !== undefined) return { constraint: afterReasoning(now(json(p.schema))), forced: '' };
+  return { forced: '' };
 }

@@ -1,6 +1,7 @@
 import { vocabOf } from '../constrain/vocab.js';
 import type { TokenVocab } from '../constrain/vocab.js';
 import { validator } from '../constrain/schema.js';
+import type { TokenConstraint } from '../constrain/constraint.js';
 import type { Model } from '../engine.js';
 import type { FinishReason, GenerateOptions, GenerationResult } from '../generate/generate.js';
 import { type ReplyEvent, ReplyParser } from '../generate/reply.js';
@@ -50,9 +51,16 @@ export interface TurnResult {
 /** A turn rendered and checked against the context, ready to run. */
 export interface PreparedTurn {
   req: TurnRequest;
+  /** The prompt, ending with the reply's forced beginning (if any). */
   ids: number[];
   reasoningFirst: boolean;
   maxTokens: number;
+  /** Text the reply is made to begin with (a required tool call's opening markup), and its ids. */
+  forced: string;
+  forcedIds: number;
+  constraint: TokenConstraint | undefined;
+  endTokens: number[];
+  toolsOffered: boolean;
 }
 
 export interface HostOptions {
@@ -123,10 +131,33 @@ export class Host {
    */
   prepare(req: TurnRequest): PreparedTurn {
     const { ids, reasoningFirst } = this.prompt(req);
+    const format = this.model.chatFormat();
+    const tok = this.model.tokenizer();
+    const endId = tok.specialId(format.assistantEnd);
+    const endTokens = [...this.model.config.eosTokenIds, ...(endId !== undefined ? [endId] : [])];
+    const toolsOffered = req.toolChoice !== 'none' && req.tools.length > 0;
+    const decls = typeof req.toolChoice === 'object' ? req.tools.filter((t) => t.name === (req.toolChoice as { name: string }).name) : req.tools;
+    let plan: ReturnType<typeof turnConstraint>;
+    try {
+      plan = turnConstraint({
+        vocab: this.vocab(),
+        syntax: format.syntax,
+        endTokens,
+        reasoningFirst,
+        schema: req.schema,
+        tools: toolsOffered ? { decls, required: req.toolChoice === 'required' || typeof req.toolChoice === 'object', parallel: req.parallelToolCalls && typeof req.toolChoice !== 'object' } : undefined,
+      });
+    } catch (e) {
+      if (e instanceof WasteError && e.code === 'E_ARG') throw badRequest(`the schema cannot be enforced: ${e.message}`, req.schema !== undefined ? 'response_format' : 'tools');
+      throw e;
+    }
+    const forcedIds = plan.forced ? tok.encode(plan.forced, { markup: true }) : [];
+    const all = [...ids, ...forcedIds];
     const limit = this.contextLength;
-    if (ids.length + 1 > limit)
-      throw new ApiError(400, `the conversation is ${ids.length} tokens and this model's context is ${limit} (with room for at least one token of reply)`, 'invalid_request_error', 'context_length_exceeded', 'messages');
-    return { req, ids, reasoningFirst, maxTokens: Math.min(req.maxTokens ?? this.opts.maxTokens, this.opts.maxTokens, limit - ids.length) };
+    if (all.length + 1 > limit)
+      throw new ApiError(400, `the conversation is ${all.length} tokens and this model's context is ${limit} (with room for at least one token of reply)`, 'invalid_request_error', 'context_length_exceeded', 'messages');
+    const maxTokens = Math.min(req.maxTokens ?? this.opts.maxTokens, this.opts.maxTokens, limit - all.length);
+    return { req, ids: all, reasoningFirst, maxTokens, forced: plan.forced, forcedIds: forcedIds.length, constraint: plan.constraint, endTokens, toolsOffered };
   }
 
   /**
@@ -134,24 +165,13 @@ export class Host {
    * the whole. `signal` stops it within one token.
    */
   async *turn(turn: PreparedTurn, signal: AbortSignal): AsyncGenerator<ReplyEvent, TurnResult> {
-    const { req, ids, reasoningFirst, maxTokens } = turn;
+    const { req, ids, reasoningFirst, maxTokens, constraint, endTokens } = turn;
     const format = this.model.chatFormat();
     const session = this.reuse(ids);
     const fresh = ids.slice(session.history.length);
-    const tok = this.model.tokenizer();
-    const endId = tok.specialId(format.assistantEnd);
-    const endTokens = [...this.model.config.eosTokenIds, ...(endId !== undefined ? [endId] : [])];
-    const offered = req.toolChoice !== 'none' && req.tools.length > 0;
-    const decls = typeof req.toolChoice === 'object' ? req.tools.filter((t) => t.name === (req.toolChoice as { name: string }).name) : req.tools;
-    const constraint = turnConstraint({
-      vocab: this.vocab(),
-      syntax: format.syntax,
-      endTokens,
-      reasoningFirst,
-      schema: req.schema,
-      tools: offered ? { decls, required: req.toolChoice === 'required' || typeof req.toolChoice === 'object', parallel: req.parallelToolCalls && typeof req.toolChoice !== 'object' } : undefined,
-    });
-    const parser = new ReplyParser(format.syntax, { startInReasoning: reasoningFirst, tools: offered });
+    const endId = this.model.tokenizer().specialId(format.assistantEnd);
+    const parser = new ReplyParser(format.syntax, { startInReasoning: reasoningFirst, tools: turn.toolsOffered });
+    if (turn.forced) for (const ev of parser.push(turn.forced)) yield ev;
     const before = this.model.stats();
     const gen = session.generate(fresh, {
       ...req.sampling,
@@ -189,8 +209,9 @@ export class Host {
       toolCalls: parser.calls,
       finish: this.finish(result.finish, parser.calls.length > 0),
       stopped: result.finish === 'stop',
-      promptTokens: ids.length,
-      completionTokens: result.tokens.length,
+      // the forced beginning is part of the reply, though it was fed with the prompt
+      promptTokens: ids.length - turn.forcedIds,
+      completionTokens: result.tokens.length + turn.forcedIds,
       prefillSeconds: result.prefillSeconds,
       generateSeconds: result.generateSeconds,
       hits: after.hits - before.hits,
