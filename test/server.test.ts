@@ -211,6 +211,20 @@ describe('waste serve: the OpenAI-compatible API on the demo model', () => {
     assert.equal(effort.body.choices[0].message.reasoning_content, msg.reasoning_content);
     const off = await raw(`${server.url}/v1/chat/completions`, { json: { messages: user('Think about whales.'), max_tokens: 12, reasoning_effort: 'none', temperature: 0 } });
     assert.equal(off.body.choices[0].message.reasoning_content, undefined);
+    // a reasoning budget closes the block for the model, and the answer follows
+    const tok = server.host.model.tokenizer();
+    for (const json of [
+      { messages: user('Think about whales.'), max_tokens: 40, thinking: { type: 'enabled', budget_tokens: 6 }, temperature: 0 },
+      { messages: user('Think about whales.'), max_tokens: 40, reasoning: { effort: 'high', max_tokens: 6 }, temperature: 0 },
+    ]) {
+      const b = await raw(`${server.url}/v1/chat/completions`, { json });
+      assert.equal(b.status, 200, JSON.stringify(b.body));
+      const m = b.body.choices[0].message;
+      assert.ok(m.reasoning_content.length > 0 && tok.encode(m.reasoning_content).length <= 8, m.reasoning_content);
+      assert.ok((m.content ?? '').length > 0, 'an answer after the reasoning');
+    }
+    const a = await raw(`${server.url}/v1/messages`, { json: { max_tokens: 40, messages: user('Think about whales.'), thinking: { type: 'enabled', budget_tokens: 6 }, temperature: 0 } });
+    assert.deepEqual(a.body.content.map((c: { type: string }) => c.type).slice(0, 2), ['thinking', 'text']);
   });
 
   it('refuses bad requests with OpenAI-shaped 400s and keeps serving', async () => {

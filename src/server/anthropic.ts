@@ -86,6 +86,7 @@ function messagesTurn(b: MessagesBody): TurnRequest {
     toolChoice,
     parallelToolCalls: !tc?.disable_parallel_tool_use,
     ...(b.thinking ? { thinking: b.thinking.type === 'enabled' } : {}),
+    ...(b.thinking?.type === 'enabled' && typeof b.thinking.budget_tokens === 'number' ? { reasoningBudget: b.thinking.budget_tokens } : {}),
     sampling: {
       ...(b.temperature !== undefined ? { temperature: b.temperature } : {}),
       ...(b.top_p !== undefined ? { topP: b.top_p } : {}),

@@ -113,6 +113,55 @@ class AfterText implements TokenConstraint {
   }
 }
 
+/**
+ * A reasoning budget: after `budget` tokens of a reply that starts in the reasoning block, the
+ * block is closed — its close marker is the only thing allowed until it is written — and the
+ * turn's own constraint (if any) carries on. A reply that closes the block by itself is untouched.
+ */
+class ReasoningBudget implements TokenConstraint {
+  private used = 0;
+  private tail: number[] = [];
+  private closed = false;
+  private closing: TokenConstraint | undefined;
+  private readonly close: Uint8Array;
+
+  constructor(
+    private readonly vocab: TokenVocab,
+    close: string,
+    private readonly budget: number,
+    private readonly inner: TokenConstraint | undefined,
+  ) {
+    this.close = new TextEncoder().encode(close);
+    if (budget <= 0) this.closing = grammarConstraint(vocab, lit(close), []);
+  }
+
+  mask(logits: Float32Array): Float32Array {
+    if (this.closing) return this.closing.mask(logits);
+    return this.inner ? this.inner.mask(logits) : logits;
+  }
+
+  accept(token: number): void {
+    this.inner?.accept(token);
+    if (this.closed) return;
+    if (this.closing) {
+      this.closing.accept(token);
+      if (this.closing.complete) {
+        this.closing = undefined;
+        this.closed = true;
+      }
+      return;
+    }
+    for (const b of this.vocab.bytes(token)) this.tail.push(b);
+    if (this.tail.length > this.close.length) this.tail.splice(0, this.tail.length - this.close.length);
+    if (this.tail.length === this.close.length && this.tail.every((b, i) => b === this.close[i])) this.closed = true;
+    else if (++this.used >= this.budget) this.closing = grammarConstraint(this.vocab, lit(new TextDecoder().decode(this.close)), []);
+  }
+
+  get complete(): boolean {
+    return this.closed && (this.inner?.complete ?? false);
+  }
+}
+
 export interface ConstraintPlan {
   vocab: TokenVocab;
   syntax: ReplySyntax;
@@ -123,6 +172,8 @@ export interface ConstraintPlan {
   schema?: unknown;
   /** Tools the model may call, and whether it must. */
   tools?: { decls: ToolDecl[]; required: boolean; parallel: boolean };
+  /** Most tokens of reasoning before the block is closed for the model. */
+  reasoningBudget?: number;
 }
 
 /**
@@ -130,6 +181,13 @@ export interface ConstraintPlan {
  * made to begin with, fed with the prompt.
  */
 export function turnConstraint(p: ConstraintPlan): { constraint?: TokenConstraint; forced: string } {
+  const plan = planConstraint(p);
+  if (p.reasoningBudget !== undefined && p.reasoningFirst && p.syntax.think)
+    return { constraint: new ReasoningBudget(p.vocab, p.syntax.think.close, p.reasoningBudget, plan.constraint), forced: plan.forced };
+  return plan;
+}
+
+function planConstraint(p: ConstraintPlan): { constraint?: TokenConstraint; forced: string } {
   const now = (g: Grammar) => () => grammarConstraint(p.vocab, g, p.endTokens);
   const afterReasoning = (make: () => TokenConstraint) => (p.reasoningFirst && p.syntax.think ? new AfterText(p.vocab, p.syntax.think.close, make) : make());
   const style = p.syntax.tools;

@@ -24,6 +24,8 @@ export interface TurnRequest {
   /** Reasoning on or off (undefined: the template's default) and its effort, handed to the template. */
   thinking?: boolean;
   effort?: string;
+  /** Most tokens of reasoning; then the reasoning block is closed for the model. */
+  reasoningBudget?: number;
   templateVars?: Record<string, unknown>;
   sampling: Omit<GenerateOptions, 'signal' | 'constraint' | 'stopTokens' | 'maxTokens'>;
   /** Most tokens to generate; undefined: as many as the server allows. */
@@ -145,6 +147,7 @@ export class Host {
         endTokens,
         reasoningFirst,
         schema: req.schema,
+        reasoningBudget: req.reasoningBudget,
         tools: toolsOffered ? { decls, required: req.toolChoice === 'required' || typeof req.toolChoice === 'object', parallel: req.parallelToolCalls && typeof req.toolChoice !== 'object' } : undefined,
       });
     } catch (e) {

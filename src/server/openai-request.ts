@@ -78,8 +78,9 @@ export const ChatCompletionBody = z.object({
   parallel_tool_calls: z.boolean().nullish(),
   response_format: ResponseFormat.nullish(),
   reasoning_effort: Effort.nullish(),
-  reasoning: z.object({ effort: Effort.optional() }).nullish(),
-  thinking: z.union([z.boolean(), z.object({ type: z.enum(['enabled', 'disabled']) }).loose()]).nullish(),
+  reasoning: z.object({ effort: Effort.optional(), max_tokens: z.number().int().min(0).optional() }).nullish(),
+  thinking: z.union([z.boolean(), z.object({ type: z.enum(['enabled', 'disabled']), budget_tokens: z.number().int().min(0).optional() }).loose()]).nullish(),
+  thinking_budget_tokens: z.number().int().min(0).nullish(),
   chat_template_kwargs: z.record(z.string(), z.unknown()).nullish(),
 });
 
@@ -187,6 +188,7 @@ export function chatTurn(b: ChatCompletionBody): TurnRequest {
     schema = enforceable(s, 'response_format.json_schema.schema');
   }
   const reasoning = reasoningOf(b.reasoning_effort ?? b.reasoning?.effort, b.thinking);
+  const budget = b.thinking_budget_tokens ?? b.reasoning?.max_tokens ?? (typeof b.thinking === 'object' ? b.thinking?.budget_tokens : undefined);
   const stop = typeof b.stop === 'string' ? [b.stop] : (b.stop ?? []);
   if (stop.some((s) => s === '')) throw badRequest('stop: an empty stop string', 'stop');
   const sampling: TurnRequest['sampling'] = {};
@@ -208,6 +210,7 @@ export function chatTurn(b: ChatCompletionBody): TurnRequest {
     parallelToolCalls: b.parallel_tool_calls ?? true,
     schema,
     ...reasoning,
+    ...(budget != null ? { reasoningBudget: budget } : {}),
     templateVars: b.chat_template_kwargs ?? undefined,
     sampling,
     maxTokens,
