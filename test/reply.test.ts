@@ -63,6 +63,9 @@ describe('reply parser: reasoning, content and tool calls from the streamed text
     assert.deepEqual(cut.calls, [{ id: 'functions.f:0', name: 'f', arguments: '{"a":' }]);
     const noArgs = run(KIMI, ['<|tool_call_begin|>functions.f:0<|tool_call_end|>after']);
     assert.deepEqual([noArgs.calls, noArgs.content], [[], 'functions.f:0after']);
+    // a call without a section, then text: the text is content, whitespace included
+    const bare = run(KIMI, ['<|tool_call_begin|>functions.f:0<|tool_call_argument_begin|>{}<|tool_call_end|>', 'Hello', '\n\n', 'world']);
+    assert.deepEqual([bare.calls.length, bare.content], [1, 'Hello\n\nworld']);
     const partial = run(KIMI, ['text <|tool_ca']);
     assert.equal(partial.content, 'text <|tool_ca');
   });
@@ -107,7 +110,7 @@ describe("Kimi's chat template with tools and reasoning", () => {
         { role: 'assistant', content: evil, toolCalls: [{ id: evil, name: 'w', arguments: evil }] },
         { role: 'tool', content: evil, toolCallId: evil },
       ],
-      { tools: [{ type: 'function', function: { name: 'w', description: evil, parameters: { type: 'object', properties: { [evil]: { description: evil } } } } }] },
+      { tools: [{ type: 'function', function: { name: 'w', description: evil, parameters: { type: 'object', properties: { [evil]: { description: evil } } } } }], vars: { anything: [evil], thinking: evil } },
     );
     const specials = ids.filter((i) => tok.specials.has(i)).map((i) => tok.specials.get(i));
     // only the template's own markup: tool_declare, user, assistant, tool turns and the opening
@@ -118,5 +121,8 @@ describe("Kimi's chat template with tools and reasoning", () => {
       '<|im_system|>', '<|im_middle|>', '<|im_end|>',
       '<|im_assistant|>', '<|im_middle|>',
     ]);
+    // names and types go in as they are, so a template can compare them
+    const t = new JinjaChatFormat("{% if tools %}{% for t in tools %}{% if t.type == 'function' and t.function.name == 'w' %}ok{% endif %}{% endfor %}{% endif %}{{ messages[0].content }}", 'probe');
+    assert.equal(tok.decode(t.encode(tok, [{ role: 'user', content: 'x' }], { open: false, tools: [{ type: 'function', function: { name: 'w' } }] })), 'okx');
   });
 });

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import * as http from 'node:http';
 import * as path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { Ajv } from 'ajv';
@@ -163,6 +164,12 @@ describe('waste serve: the OpenAI-compatible API on the demo model', () => {
         finish = c.finish_reason ?? finish;
       }
     assert.equal(finish, 'tool_calls');
+    // without include_usage every chunk has a choice; the engine's figures ride on the finishing one
+    const rawStream = await fetch(`${server.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ ...req, stream: true }) });
+    const chunks = [...(await rawStream.text()).matchAll(/^data: (\{.*\})$/gm)].map((m) => JSON.parse(m[1]));
+    assert.ok(chunks.every((ch) => ch.choices.length === 1));
+    assert.equal(typeof chunks.at(-1).waste.tokens, 'number');
+    assert.equal(chunks.at(-1).choices[0].finish_reason, 'tool_calls');
     const w = whole.choices[0].message.tool_calls!;
     assert.deepEqual(
       calls.map((c) => [c.id, c.name, c.args]),
@@ -242,6 +249,10 @@ describe('waste serve: the OpenAI-compatible API on the demo model', () => {
       ['unenforceable schema', { json: { messages: user('x'), response_format: { type: 'json_schema', json_schema: { name: 'n', schema: { type: 'string', pattern: '^a' } } } } }, /pattern/],
       ['unknown tool choice', { json: { messages: user('x'), tools: [WEATHER], tool_choice: { type: 'function', function: { name: 'nope' } } } }, /nope/],
       ['contradictory reasoning', { json: { messages: user('x'), thinking: false, reasoning_effort: 'high' } }, /thinking is off/],
+      ['a lower bound no reply reaches', { json: { messages: user('x'), response_format: { type: 'json_schema', json_schema: { name: 'n', schema: { type: 'array', minItems: 1e15 } } } } }, /minItems.*at most/],
+      ['a schema nested too deep', { json: { messages: user('x'), tools: [{ type: 'function', function: { name: 'f', parameters: JSON.parse('{"type":"object","properties":{"a":'.repeat(70) + '{}' + '}}'.repeat(70)) } }] } }, /deeper than/],
+      ['a body nested too deep', { body: `{"messages":[{"role":"user","content":"x"}],"metadata":${'['.repeat(5000)}${']'.repeat(5000)}}` }, /deeper than 128/],
+      ['a template variable the server sets', { json: { messages: user('x'), chat_template_kwargs: { tools: ['<|im_end|>'] } } }, /may not set "tools"/],
     ];
     for (const [what, init, re] of cases) {
       const r = await raw(url, init);
@@ -260,6 +271,22 @@ describe('waste serve: the OpenAI-compatible API on the demo model', () => {
     assert.equal(nf.body.error.code, 'not_found');
     const nm = await fetch(`${server.url}/v1/models/other`);
     assert.equal(nm.status, 404);
+    // a page of another origin, or a name that is not this machine (DNS rebinding), is refused
+    const cross = await raw(url, { json: { messages: user('x'), max_tokens: 2 }, headers: { origin: 'https://evil.example' } });
+    assert.equal(cross.status, 403);
+    assert.match(cross.body.error.message, /another origin/);
+    const same = await raw(url, { json: { messages: user('x'), max_tokens: 2 }, headers: { origin: server.url } });
+    assert.equal(same.status, 200);
+    const rebound = await new Promise<number>((resolve, reject) => {
+      const u = new URL(url);
+      const req = http.request({ host: u.hostname, port: u.port, path: u.pathname, method: 'POST', headers: { host: 'attacker.example', 'content-type': 'application/json' } }, (res) => {
+        res.resume();
+        resolve(res.statusCode ?? 0);
+      });
+      req.on('error', reject);
+      req.end(JSON.stringify({ messages: user('x'), max_tokens: 2 }));
+    });
+    assert.equal(rebound, 403);
   });
 
   it('turns an engine fault into a 500 with its message, then serves the next request', async () => {
@@ -340,6 +367,15 @@ describe('waste serve: the OpenAI-compatible API on the demo model', () => {
     assert.equal(bad.body.type, 'error');
     assert.equal(bad.body.error.type, 'invalid_request_error');
     assert.match(bad.body.error.message, /max_tokens/);
+    // a stop sequence that matches is named, with stop_reason stop_sequence
+    const free = await raw(url, { json: { max_tokens: 30, messages: user('Hello'), temperature: 0 } });
+    const text: string = free.body.content[0].text;
+    const word = text.trim().split(/\s+/)[1];
+    assert.ok(word, text);
+    const stopped = await raw(url, { json: { max_tokens: 30, messages: user('Hello'), temperature: 0, stop_sequences: [word] } });
+    assert.equal(stopped.body.stop_reason, 'stop_sequence');
+    assert.equal(stopped.body.stop_sequence, word);
+    assert.equal(stopped.body.content[0].text, text.slice(0, text.indexOf(word)));
     const count = await raw(`${url}/count_tokens`, { json: { messages: user('Hello') } });
     assert.ok(count.body.input_tokens > 1);
   });

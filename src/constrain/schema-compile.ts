@@ -260,8 +260,10 @@ function satTypes(a: Alternative): number {
   let t = a.types & (T_NULL | T_BOOLEAN | T_NUMBER);
   if (a.types & T_STRING && a.minLength <= a.maxLength) t |= T_STRING;
   if (a.types & T_ARRAY && a.minItems <= a.maxItems) {
+    // every item past the prefix is `items`: look at it once, however large minItems is
     let ok = true;
-    for (let i = 0; i < a.minItems && ok; i++) ok = itemAt(a, i).sat;
+    for (let i = 0; i < Math.min(a.minItems, a.prefix.length) && ok; i++) ok = a.prefix[i].sat;
+    if (ok && a.minItems > a.prefix.length) ok = a.items.sat;
     if (ok) t |= T_ARRAY;
   }
   if (a.types & T_OBJECT && a.required.every((k) => a.props.get(k)!.sat)) t |= T_OBJECT;

@@ -24,14 +24,29 @@ const TYPES = new Set(['null', 'boolean', 'integer', 'number', 'string', 'array'
 const SUPPORTED =
   'type, enum, const, properties, required, additionalProperties, items, prefixItems, minItems, maxItems, minLength, maxLength, anyOf, oneOf, allOf, $ref, $defs, definitions, nullable';
 
+/** Lower bounds (minItems, minLength) above this are refused. */
+const MAX_LOWER_BOUND = 100_000;
+/** Nesting of schemas inside schemas, at most. */
+const MAX_DEPTH = 64;
+
 /**
  * Check a JSON Schema is within what sampling can enforce; throws WasteError('E_ARG', message
  * naming the unsupported keyword and its JSON pointer) otherwise, or when the schema is malformed.
  */
 export function checkSchema(schema: unknown): void {
   const seen = new Set<unknown>();
+  let depth = 0;
   const walk = (s: unknown, at: string): void => {
     if (typeof s === 'boolean') return;
+    if (depth >= MAX_DEPTH) throw bad(at, `schemas nested deeper than ${MAX_DEPTH} levels are not supported`);
+    depth++;
+    try {
+      walkObject(s, at);
+    } finally {
+      depth--;
+    }
+  };
+  const walkObject = (s: unknown, at: string): void => {
     if (!isPlainObject(s)) throw bad(at, `a schema must be an object or a boolean (got ${describe(s)})`);
     if (seen.has(s)) return;
     seen.add(s);
@@ -78,6 +93,8 @@ export function checkSchema(schema: unknown): void {
         case 'minLength':
         case 'maxLength':
           if (!Number.isSafeInteger(v) || (v as number) < 0) throw bad(here, `must be a non-negative integer (got ${describe(v)})`);
+          // a lower bound no reply could reach is a mistake (or an attack on the compiler), not a schema
+          if (key.startsWith('min') && (v as number) > MAX_LOWER_BOUND) throw bad(here, `must be at most ${MAX_LOWER_BOUND} (got ${v})`);
           break;
         case 'nullable':
           if (typeof v !== 'boolean') throw bad(here, `must be true or false (got ${describe(v)})`);

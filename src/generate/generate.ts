@@ -41,6 +41,8 @@ export interface GenerationResult {
   generateSeconds: number;
   /** Every generated token with its log-probability, when `logprobs` (or `topLogprobs`) was asked for. */
   logprobs?: GeneratedToken[];
+  /** The stop string that ended the reply, when one did. */
+  stopString?: string;
 }
 
 /** What the loop needs of a session: feed tokens and get the logits after the last. */
@@ -126,5 +128,5 @@ export async function* generateTokens(
     text += tail;
     if (tail) yield { token: -1, text: tail, logprob: 0 };
   }
-  return { text, tokens, finish, promptTokens: prompt.length, prefillSeconds: (t1 - t0) / 1000, generateSeconds: (performance.now() - t1) / 1000, ...(records ? { logprobs: records } : {}) };
+  return { text, tokens, finish, promptTokens: prompt.length, prefillSeconds: (t1 - t0) / 1000, generateSeconds: (performance.now() - t1) / 1000, ...(records ? { logprobs: records } : {}), ...(stops.matched !== undefined ? { stopString: stops.matched } : {}) };
 }

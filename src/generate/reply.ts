@@ -32,6 +32,8 @@ export class ReplyParser {
   private sawText = false;
   private header = '';
   private hermes = '';
+  /** Inside a tool-call section (calls made without one go back to content). */
+  private inSection = false;
   readonly calls: ToolCall[] = [];
   reasoning = '';
   content = '';
@@ -156,7 +158,10 @@ export class ReplyParser {
     const t = this.syntax.think;
     if (t && marker === t.open && this.channel === 'content') this.channel = 'reasoning';
     else if (t && marker === t.close && this.channel === 'reasoning') this.channel = 'content';
-    else if (marker === KIMI_TOOL_MARKERS.section) this.channel = 'section';
+    else if (marker === KIMI_TOOL_MARKERS.section) {
+      this.inSection = true;
+      this.channel = 'section';
+    }
     else if (marker === KIMI_TOOL_MARKERS.call) {
       this.header = '';
       this.channel = 'header';
@@ -171,8 +176,11 @@ export class ReplyParser {
       this.channel = 'args';
     } else if (marker === KIMI_TOOL_MARKERS.callEnd) {
       if (this.channel === 'header' && this.header.trim()) this.emitText('content', this.header, out);
-      this.channel = 'section';
-    } else if (marker === KIMI_TOOL_MARKERS.sectionEnd) this.channel = 'content';
+      this.channel = this.inSection ? 'section' : 'content';
+    } else if (marker === KIMI_TOOL_MARKERS.sectionEnd) {
+      this.inSection = false;
+      this.channel = 'content';
+    }
     else if (marker === HERMES_TOOL_MARKERS.call) {
       this.hermes = '';
       this.channel = 'hermes';

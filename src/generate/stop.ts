@@ -6,6 +6,8 @@
 export class StopMatcher {
   private pending = '';
   private stopped = false;
+  /** The stop string that ended the text, once one has. */
+  matched: string | undefined;
 
   constructor(private readonly stops: readonly string[]) {}
 
@@ -25,7 +27,10 @@ export class StopMatcher {
     let cut = -1;
     for (const s of this.stops) {
       const at = this.pending.indexOf(s);
-      if (at >= 0 && (cut < 0 || at < cut)) cut = at;
+      if (at >= 0 && (cut < 0 || at < cut)) {
+        cut = at;
+        this.matched = s;
+      }
     }
     if (cut >= 0) {
       this.stopped = true;

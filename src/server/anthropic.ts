@@ -6,7 +6,7 @@ import type { ChatMessage } from '../tokenizer/chat.js';
 import { anthropicErrorBody, badRequest } from './errors.js';
 import type { Host, TurnRequest, TurnResult } from './host.js';
 import { parseBody, toolDecls } from './openai-request.js';
-import { type TurnLog, asApiError, collectTurn, streamTurn, wasteStats, withEngine } from './run-turn.js';
+import { STALL_MS, type TurnLog, asApiError, collectTurn, refuseIfBusy, streamTurn, wasteStats, withEngine, writeOrAbort } from './run-turn.js';
 import type { RouteEnv } from './server.js';
 
 /** Anthropic's Messages API (POST /v1/messages), for clients that speak it. */
@@ -97,7 +97,7 @@ function messagesTurn(b: MessagesBody): TurnRequest {
   };
 }
 
-const stopReason = (r: TurnResult) => (r.finish === 'tool_calls' ? 'tool_use' : r.finish === 'length' ? 'max_tokens' : 'end_turn');
+const stopReason = (r: TurnResult) => (r.finish === 'tool_calls' ? 'tool_use' : r.finish === 'length' ? 'max_tokens' : r.stopString !== undefined ? 'stop_sequence' : 'end_turn');
 
 function input(args: string): unknown {
   try {
@@ -114,6 +114,7 @@ export function anthropicRoutes(app: Hono<RouteEnv>, host: Host): void {
   });
 
   app.post('/v1/messages', async (c) => {
+    refuseIfBusy(host);
     const body = parseBody(MessagesBody, await c.get('json')());
     const req = host.prepare(messagesTurn(body));
     const signal = c.req.raw.signal;
@@ -140,7 +141,7 @@ export function anthropicRoutes(app: Hono<RouteEnv>, host: Host): void {
         model,
         content,
         stop_reason: stopReason(r),
-        stop_sequence: null,
+        stop_sequence: r.stopString ?? null,
         usage: { input_tokens: r.promptTokens, output_tokens: r.completionTokens },
         waste: wasteStats(r),
       });
@@ -160,7 +161,7 @@ export function anthropicRoutes(app: Hono<RouteEnv>, host: Host): void {
       const ac = new AbortController();
       stream.onAbort(() => ac.abort());
       signal.addEventListener('abort', () => ac.abort(), { once: true });
-      const send = (event: string, data: Record<string, unknown>) => stream.writeSSE({ event, data: JSON.stringify({ type: event, ...data }) });
+      const send = (event: string, data: Record<string, unknown>) => writeOrAbort(stream.writeSSE({ event, data: JSON.stringify({ type: event, ...data }) }), STALL_MS, ac);
       // one content block open at a time: thinking, text or a tool call
       let index = -1;
       let open: 'thinking' | 'text' | 'tool_use' | undefined;
@@ -175,7 +176,7 @@ export function anthropicRoutes(app: Hono<RouteEnv>, host: Host): void {
         await send('content_block_start', { index, content_block: block });
       };
       try {
-        await send('message_start', { message: { id, type: 'message', role: 'assistant', model, content: [], stop_reason: null, stop_sequence: null, usage: { input_tokens: req.ids.length, output_tokens: 0 } } });
+        await send('message_start', { message: { id, type: 'message', role: 'assistant', model, content: [], stop_reason: null, stop_sequence: null, usage: { input_tokens: req.ids.length - req.forcedIds, output_tokens: 0 } } });
         const r = await streamTurn(host, req, ac.signal, async (e) => {
           if (ac.signal.aborted) return;
           if (e.kind === 'reasoning') {
@@ -193,7 +194,7 @@ export function anthropicRoutes(app: Hono<RouteEnv>, host: Host): void {
         log.result = r;
         if (r.finish === 'aborted' || ac.signal.aborted) return;
         await close();
-        await send('message_delta', { delta: { stop_reason: stopReason(r), stop_sequence: null }, usage: { output_tokens: r.completionTokens }, waste: wasteStats(r) });
+        await send('message_delta', { delta: { stop_reason: stopReason(r), stop_sequence: r.stopString ?? null }, usage: { output_tokens: r.completionTokens }, waste: wasteStats(r) });
         await send('message_stop', {});
       } catch (e) {
         const err = asApiError(e);

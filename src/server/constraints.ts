@@ -198,7 +198,8 @@ function planConstraint(p: ConstraintPlan): { constraint?: TokenConstraint; forc
       return { constraint: now(grammar)(), forced };
     }
     const { trigger, grammar } = toolSectionRest(style, p.tools.decls, p.tools.parallel);
-    return { constraint: new AfterText(p.vocab, trigger, now(grammar)), forced: '' };
+    // a section marker written while reasoning is reasoning; calls are watched for after it
+    return { constraint: afterReasoning(() => new AfterText(p.vocab, trigger, now(grammar))), forced: '' };
   }
   if (p.schema !== undefined) return { constraint: afterReasoning(now(json(p.schema))), forced: '' };
   return { forced: '' };

@@ -12,6 +12,9 @@ import { type ToolDecl, turnConstraint } from './constraints.js';
 import { ApiError, badRequest } from './errors.js';
 import { FairQueue } from './queue.js';
 
+/** Template variables the server sets itself; a client's chat_template_kwargs may not. */
+const RESERVED_VARS = new Set(['messages', 'tools', 'add_generation_prompt', 'bos_token', 'eos_token', 'documents', 'tool_choice']);
+
 /** One chat turn as both APIs ask for it. */
 export interface TurnRequest {
   messages: ChatMessage[];
@@ -38,8 +41,8 @@ export interface TurnResult {
   toolCalls: ToolCall[];
   /** OpenAI's finish reasons; "aborted" when the client went away. */
   finish: 'stop' | 'length' | 'tool_calls' | 'aborted';
-  /** The stop string that ended the reply, if one did. */
-  stopped: boolean;
+  /** The client's stop string that ended the reply, if one did. */
+  stopString?: string;
   promptTokens: number;
   completionTokens: number;
   prefillSeconds: number;
@@ -105,6 +108,8 @@ export class Host {
   private prompt(req: TurnRequest): { ids: number[]; reasoningFirst: boolean } {
     const format = this.model.chatFormat();
     const tok = this.model.tokenizer();
+    for (const k of Object.keys(req.templateVars ?? {}))
+      if (RESERVED_VARS.has(k)) throw badRequest(`chat_template_kwargs may not set "${k}": the server does`, 'chat_template_kwargs');
     const vars: Record<string, unknown> = { ...req.templateVars };
     if (req.thinking !== undefined) vars.thinking = vars.enable_thinking = req.thinking;
     if (req.effort !== undefined) vars.reasoning_effort = req.effort;
@@ -159,7 +164,8 @@ export class Host {
     const limit = this.contextLength;
     if (all.length + 1 > limit)
       throw new ApiError(400, `the conversation is ${all.length} tokens and this model's context is ${limit} (with room for at least one token of reply)`, 'invalid_request_error', 'context_length_exceeded', 'messages');
-    const maxTokens = Math.min(req.maxTokens ?? this.opts.maxTokens, this.opts.maxTokens, limit - all.length);
+    // the forced beginning counts against the reply's tokens
+    const maxTokens = Math.max(1, Math.min(Math.min(req.maxTokens ?? this.opts.maxTokens, this.opts.maxTokens) - forcedIds.length, limit - all.length));
     return { req, ids: all, reasoningFirst, maxTokens, forced: plan.forced, forcedIds: forcedIds.length, constraint: plan.constraint, endTokens, toolsOffered };
   }
 
@@ -211,7 +217,7 @@ export class Host {
       content: parser.content,
       toolCalls: parser.calls,
       finish: this.finish(result.finish, parser.calls.length > 0),
-      stopped: result.finish === 'stop',
+      ...(result.stopString !== undefined && req.sampling.stop?.includes(result.stopString) ? { stopString: result.stopString } : {}),
       // the forced beginning is part of the reply, though it was fed with the prompt
       promptTokens: ids.length - turn.forcedIds,
       completionTokens: result.tokens.length + turn.forcedIds,

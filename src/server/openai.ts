@@ -5,7 +5,7 @@ import type { ReplyEvent } from '../generate/reply.js';
 import { ApiError, openaiErrorBody } from './errors.js';
 import { Host, type TurnResult } from './host.js';
 import { ChatCompletionBody, chatTurn, parseBody } from './openai-request.js';
-import { type TurnLog, asApiError, collectTurn, streamTurn, wasteStats, withEngine } from './run-turn.js';
+import { STALL_MS, type TurnLog, asApiError, collectTurn, refuseIfBusy, streamTurn, wasteStats, withEngine, writeOrAbort } from './run-turn.js';
 import type { RouteEnv } from './server.js';
 
 const usage = (r: TurnResult) => ({
@@ -37,6 +37,7 @@ export function openaiRoutes(app: Hono<RouteEnv>, host: Host): void {
   app.get('/v1/models/:id', (c) => (c.req.param('id') === host.opts.id ? c.json(modelObject()) : c.json(openaiErrorBody(new ApiError(404, `no model named "${c.req.param('id')}" (this server has "${host.opts.id}")`, 'invalid_request_error', 'model_not_found', 'model')), 404)));
 
   app.post('/v1/chat/completions', async (c) => {
+    refuseIfBusy(host);
     const body = parseBody(ChatCompletionBody, await c.get('json')());
     const req = host.prepare(chatTurn(body));
     const signal = c.req.raw.signal;
@@ -54,7 +55,13 @@ export function openaiRoutes(app: Hono<RouteEnv>, host: Host): void {
       });
       log.result = r;
       if (req.req.schema !== undefined && r.finish === 'stop') {
-        const problem = Host.check(req.req.schema, r.content);
+        // a second opinion on what the grammar enforced; a reply is never withheld over it
+        let problem: string | null;
+        try {
+          problem = Host.check(req.req.schema, r.content);
+        } catch (e) {
+          problem = `the validator failed (${(e as Error).message})`;
+        }
         if (problem) c.get('warn')(`structured reply did not validate: ${problem}`);
       }
       return c.json({
@@ -103,7 +110,7 @@ export function openaiRoutes(app: Hono<RouteEnv>, host: Host): void {
       const ac = new AbortController();
       stream.onAbort(() => ac.abort());
       signal.addEventListener('abort', () => ac.abort(), { once: true });
-      const send = (o: unknown) => stream.writeSSE({ data: JSON.stringify(o) });
+      const send = (o: unknown) => writeOrAbort(stream.writeSSE({ data: JSON.stringify(o) }), STALL_MS, ac);
       try {
         await send(chunk({ role: 'assistant', content: '' }));
         const r = await streamTurn(host, req, ac.signal, async (e: ReplyEvent) => {
@@ -115,9 +122,12 @@ export function openaiRoutes(app: Hono<RouteEnv>, host: Host): void {
         });
         log.result = r;
         if (r.finish === 'aborted' || ac.signal.aborted) return;
-        await send(chunk({}, r.finish));
-        if (body.stream_options?.include_usage) await send({ id, object: 'chat.completion.chunk', created, model, choices: [], usage: usage(r), waste: wasteStats(r) });
-        else await send({ id, object: 'chat.completion.chunk', created, model, choices: [], waste: wasteStats(r) });
+        // the engine's figures ride on the last chunk there is: usage's when asked for, else the
+        // finishing one (a chunk with no choices is only sent when the client asked for usage)
+        if (body.stream_options?.include_usage) {
+          await send(chunk({}, r.finish));
+          await send({ id, object: 'chat.completion.chunk', created, model, choices: [], usage: usage(r), waste: wasteStats(r) });
+        } else await send({ ...chunk({}, r.finish), waste: wasteStats(r) });
         await stream.writeSSE({ data: '[DONE]' });
       } catch (e) {
         const err = asApiError(e);

@@ -34,6 +34,11 @@ export class FairQueue {
     return this.busy;
   }
 
+  /** A request arriving now would be refused: checked before any work is spent on it. */
+  refusal(): QueueFull | undefined {
+    return this.busy && this.waiting >= this.limit ? new QueueFull(Math.max(1, Math.ceil(this.meanSeconds * (this.waiting + 1)))) : undefined;
+  }
+
   /** Wait for the engine; resolves with `release`, to be called when the turn is over. */
   acquire(client: string, signal?: AbortSignal): Promise<() => void> {
     if (signal?.aborted) return Promise.reject(new Error('aborted'));
@@ -41,7 +46,8 @@ export class FairQueue {
       this.busy = true;
       return Promise.resolve(this.releaser());
     }
-    if (this.waiting >= this.limit) return Promise.reject(new QueueFull(Math.max(1, Math.ceil(this.meanSeconds * (this.waiting + 1)))));
+    const full = this.refusal();
+    if (full) return Promise.reject(full);
     return new Promise((resolve, reject) => {
       const w: Waiter = {
         client,

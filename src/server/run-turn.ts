@@ -17,12 +17,42 @@ export interface TurnLog {
  * Wait for the engine in the fair queue (429 with Retry-After when it is full), then hand the turn
  * to `use`, releasing the engine when `use` is done — also when it throws or the client leaves.
  */
+/** How long a streamed write may wait for the client to read before the turn is abandoned. */
+export const STALL_MS = 60_000;
+
+const busy = (e: QueueFull) => new ApiError(429, `${e.message}; retry in about ${e.retryAfter} s`, 'rate_limit_error', 'queue_full', null, { 'Retry-After': String(e.retryAfter) });
+
+/** 429 at once when the queue is full, before the request is rendered or its grammar compiled. */
+export function refuseIfBusy(host: Host): void {
+  const full = host.queue.refusal();
+  if (full) throw busy(full);
+}
+
+/**
+ * A streamed write that does not drain within `ms` (a client that stopped reading but keeps the
+ * connection) aborts the turn rather than holding the engine.
+ */
+export async function writeOrAbort(write: Promise<void>, ms: number, ac: AbortController): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const stalled = new Promise<void>((resolve) => {
+    timer = setTimeout(() => {
+      ac.abort();
+      resolve();
+    }, ms);
+  });
+  try {
+    await Promise.race([write, stalled]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 export async function withEngine<T>(host: Host, client: string, signal: AbortSignal, use: () => Promise<T>): Promise<T> {
   let release: () => void;
   try {
     release = await host.queue.acquire(client, signal);
   } catch (e) {
-    if (e instanceof QueueFull) throw new ApiError(429, `${e.message}; retry in about ${e.retryAfter} s`, 'rate_limit_error', 'queue_full', null, { 'Retry-After': String(e.retryAfter) });
+    if (e instanceof QueueFull) throw busy(e);
     throw new ApiError(499, 'the client went away while waiting', 'invalid_request_error', 'client_closed');
   }
   try {

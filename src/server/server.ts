@@ -56,6 +56,23 @@ export type RouteEnv = {
 
 const isAnthropic = (p: string) => p.startsWith('/v1/messages');
 
+const LOOPBACK_HOST = /^(localhost|127(?:\.\d{1,3}){3}|\[::1\])(?::\d+)?$/i;
+
+/** Deeper request JSON is refused: the code that walks schemas and tool inputs recurses. */
+const MAX_JSON_DEPTH = 128;
+
+function nestedDeeperThan(doc: unknown, limit: number): boolean {
+  // iterative, so a hostile body cannot overflow the stack here either
+  const stack: [unknown, number][] = [[doc, 0]];
+  while (stack.length) {
+    const [v, d] = stack.pop()!;
+    if (v === null || typeof v !== 'object') continue;
+    if (d >= limit) return true;
+    for (const x of Array.isArray(v) ? v : Object.values(v)) stack.push([x, d + 1]);
+  }
+  return false;
+}
+
 function keyMatches(given: string, key: string): boolean {
   // compare digests: equal lengths for timingSafeEqual, and no length leak
   const h = (s: string) => createHash('sha256').update(s).digest();
@@ -63,7 +80,7 @@ function keyMatches(given: string, key: string): boolean {
 }
 
 /** The HTTP application over an open engine (no socket: `app.request()` drives it in tests). */
-export function createApp(host: Host, opts: Pick<ServerOptions, 'apiKey' | 'maxBodyBytes' | 'log'> = {}): Hono<RouteEnv> {
+export function createApp(host: Host, opts: Pick<ServerOptions, 'apiKey' | 'maxBodyBytes' | 'log'> & { loopbackOnly?: boolean } = {}): Hono<RouteEnv> {
   const app = new Hono<RouteEnv>();
   const write = opts.log === false ? () => {} : (opts.log ?? ((l: string) => process.stderr.write(`${l}\n`)));
   const errorResponse = (p: string, e: ApiError) => new Response(JSON.stringify(isAnthropic(p) ? anthropicErrorBody(e) : openaiErrorBody(e)), { status: e.status, headers: { 'content-type': 'application/json', ...e.headers } });
@@ -77,11 +94,14 @@ export function createApp(host: Host, opts: Pick<ServerOptions, 'apiKey' | 'maxB
     c.set('json', async () => {
       const text = await c.req.text();
       if (!text.trim()) throw badRequest('the request body is empty: send a JSON object');
+      let doc: unknown;
       try {
-        return JSON.parse(text) as unknown;
+        doc = JSON.parse(text) as unknown;
       } catch (e) {
         throw badRequest(`the request body is not valid JSON (${(e as Error).message})`);
       }
+      if (nestedDeeperThan(doc, MAX_JSON_DEPTH)) throw badRequest(`the request body nests JSON deeper than ${MAX_JSON_DEPTH} levels`);
+      return doc;
     });
     await next();
     const t = c.get('turn');
@@ -103,6 +123,22 @@ export function createApp(host: Host, opts: Pick<ServerOptions, 'apiKey' | 'maxB
   });
 
   app.use('/v1/*', async (c, next) => {
+    // a web page elsewhere may not drive this server through its visitor's browser: a browser
+    // names the page's origin, and it must be this server's own
+    const origin = c.req.header('origin');
+    const host = c.req.header('host');
+    if (origin !== undefined) {
+      let from = '';
+      try {
+        from = new URL(origin).host;
+      } catch {
+        /* "null" or garbage: refused below */
+      }
+      if (from !== host) return errorResponse(c.req.path, new ApiError(403, `requests from web pages of another origin (${origin}) are refused`, 'permission_error', 'cross_origin'));
+    }
+    // bound to this machine only, answer only to this machine's names (no DNS rebinding)
+    if (opts.loopbackOnly && host !== undefined && !LOOPBACK_HOST.test(host))
+      return errorResponse(c.req.path, new ApiError(403, `the Host "${host}" is not this machine: the server listens on a loopback address (use --host to serve other names)`, 'permission_error', 'bad_host'));
     if (opts.apiKey) {
       const auth = c.req.header('authorization');
       const given = auth?.match(/^Bearer\s+(.+)$/i)?.[1] ?? c.req.header('x-api-key');
@@ -157,8 +193,8 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   const model = await Model.open(opts.model, opts.open ?? {});
   model.tokenizer(); // a model without a tokenizer cannot chat: say so now, not on the first request
   const host = new Host(model, { id: opts.modelId ?? modelIdOf(opts.model), maxTokens: opts.maxTokens ?? 4096, queueLimit: opts.queueLimit ?? 16 });
-  const app = createApp(host, opts);
   const hostname = opts.host ?? '127.0.0.1';
+  const app = createApp(host, { ...opts, loopbackOnly: hostname === 'localhost' || hostname === '::1' || hostname.startsWith('127.') });
   let server: ReturnType<typeof serve>;
   try {
     server = await new Promise<ReturnType<typeof serve>>((resolve, reject) => {
@@ -179,6 +215,9 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
         server.close(() => resolve());
         (server as unknown as { closeAllConnections?: () => void }).closeAllConnections?.();
       });
+      // the connections are gone, so a running turn stops within a token: wait for it
+      const release = await host.queue.acquire('shutdown');
+      release();
       await host.close();
     },
   };

@@ -131,11 +131,16 @@ const OPEN = '\uE000';
 const CLOSE = '\uE001';
 const SENTINELS = /[\uE000\uE001]/g;
 const plain = (s: string) => `${OPEN}s:${s.replace(SENTINELS, '')}${CLOSE}`;
+// Letters, digits, _ . - only: no control token's text is made of these (they carry <| |> [ ] or
+// the like), and a template may compare such strings (t.type == 'function', a tool's name), so they
+// go in as they are. Everything else is wrapped.
+const IDENTIFIER = /^[\p{L}\p{N}_.-]*$/u;
+const guard = (s: string) => (IDENTIFIER.test(s) ? s : plain(s));
 
 function wrapStrings(v: unknown): unknown {
-  if (typeof v === 'string') return plain(v);
+  if (typeof v === 'string') return guard(v);
   if (Array.isArray(v)) return v.map(wrapStrings);
-  if (isObject(v)) return Object.fromEntries(Object.entries(v).map(([k, x]) => [plain(k), wrapStrings(x)]));
+  if (isObject(v)) return Object.fromEntries(Object.entries(v).map(([k, x]) => [guard(k), wrapStrings(x)]));
   return v;
 }
 
@@ -190,10 +195,10 @@ export class JinjaChatFormat implements ChatFormat {
       const content = m.content.replace(SENTINELS, '');
       if (m.ids) ids.set(i, m.ids);
       const out: Record<string, unknown> = { role: m.role, content: `${OPEN}${i}:${content}${CLOSE}` };
-      if (m.toolCallId !== undefined) out.tool_call_id = plain(m.toolCallId);
+      if (m.toolCallId !== undefined) out.tool_call_id = guard(m.toolCallId);
       if (m.reasoning) out.reasoning_content = plain(m.reasoning);
       if (m.toolCalls?.length)
-        out.tool_calls = m.toolCalls.map((c) => ({ id: plain(c.id), type: 'function', function: { name: plain(c.name), arguments: plain(c.arguments) } }));
+        out.tool_calls = m.toolCalls.map((c) => ({ id: guard(c.id), type: 'function', function: { name: guard(c.name), arguments: plain(c.arguments) } }));
       return out;
     });
     let text: string;
@@ -202,7 +207,7 @@ export class JinjaChatFormat implements ChatFormat {
         bos_token: '',
         eos_token: '',
         ...this.extra,
-        ...vars,
+        ...(wrapStrings(vars) as Record<string, unknown>),
         messages: wrapped,
         add_generation_prompt: open,
         ...(tools?.length ? { tools: wrapStrings(tools) } : {}),
