@@ -8,7 +8,8 @@ import type { TokenVocab } from './vocab.js';
 
 export interface TokenConstraint {
   /**
-   * A copy of logits in which every token that cannot continue the grammar is -Infinity. End
+   * Logits in which every token that cannot continue the grammar is -Infinity (the input is not
+   * changed; the array returned may be reused by the next call, so use it before then). End
    * tokens are allowed only when the grammar is complete, and then nothing else is: a grammar that
    * could either end or go on (a bare number at the top, an open-ended repeat last) ends at the
    * first point it can.
@@ -33,6 +34,7 @@ class GrammarConstraint implements TokenConstraint {
   private ended = false;
   private readonly ends: ReadonlySet<number>;
   private readonly isEnd: Uint8Array;
+  private out: Float32Array | undefined;
 
   constructor(
     private readonly vocab: TokenVocab,
@@ -54,7 +56,9 @@ class GrammarConstraint implements TokenConstraint {
 
   mask(logits: Float32Array): Float32Array {
     if (this.ended) throw new WasteError('E_STATE', 'constrained sampling: an end token was already accepted');
-    const out = new Float32Array(logits.length).fill(-Infinity);
+    // one buffer per constraint, not a vocabulary-sized allocation per token
+    if (this.out?.length !== logits.length) this.out = new Float32Array(logits.length);
+    const out = this.out.fill(-Infinity);
     const limit = Math.min(logits.length, this.vocab.size);
     let allowed = 0;
     const allow = (id: number) => {

@@ -6,7 +6,7 @@ import type { ChatMessage } from '../tokenizer/chat.js';
 import { anthropicErrorBody, badRequest } from './errors.js';
 import type { Host, TurnRequest, TurnResult } from './host.js';
 import { parseBody, toolDecls } from './openai-request.js';
-import { STALL_MS, type TurnLog, asApiError, collectTurn, refuseIfBusy, streamTurn, wasteStats, withEngine, writeOrAbort } from './run-turn.js';
+import { STALL_MS, type TurnLog, asApiError, holdEngine, queuedTurn, refuseIfBusy, streamAbort, streamTurn, wasteStats, writeOrAbort } from './run-turn.js';
 import type { RouteEnv } from './server.js';
 
 /** Anthropic's Messages API (POST /v1/messages), for clients that speak it. */
@@ -122,14 +122,9 @@ export function anthropicRoutes(app: Hono<RouteEnv>, host: Host): void {
     c.set('turn', log);
     const id = `msg_${randomBytes(12).toString('hex')}`;
     const model = host.opts.id;
-    const t0 = performance.now();
 
     if (!body.stream) {
-      const r = await withEngine(host, c.get('client'), signal, () => {
-        log.waitedSeconds = (performance.now() - t0) / 1000;
-        return collectTurn(host, req, signal);
-      });
-      log.result = r;
+      const r = await queuedTurn(host, c.get('client'), signal, req, log);
       const content: unknown[] = [];
       if (r.reasoning) content.push({ type: 'thinking', thinking: r.reasoning, signature: '' });
       if (r.content) content.push({ type: 'text', text: r.content });
@@ -147,20 +142,9 @@ export function anthropicRoutes(app: Hono<RouteEnv>, host: Host): void {
       });
     }
 
-    let release: (() => void) | undefined;
-    await new Promise<void>((resolve, reject) => {
-      withEngine(host, c.get('client'), signal, () => {
-        log.waitedSeconds = (performance.now() - t0) / 1000;
-        resolve();
-        return new Promise<void>((done) => (release = done));
-      }).catch(reject);
-    });
-    let ended!: () => void;
-    log.done = new Promise<void>((resolve) => (ended = resolve));
+    const finished = await holdEngine(host, c.get('client'), signal, log);
     return streamSSE(c, async (stream) => {
-      const ac = new AbortController();
-      stream.onAbort(() => ac.abort());
-      signal.addEventListener('abort', () => ac.abort(), { once: true });
+      const ac = streamAbort(stream, signal);
       const send = (event: string, data: Record<string, unknown>) => writeOrAbort(stream.writeSSE({ event, data: JSON.stringify({ type: event, ...data }) }), STALL_MS, ac);
       // one content block open at a time: thinking, text or a tool call
       let index = -1;
@@ -201,8 +185,7 @@ export function anthropicRoutes(app: Hono<RouteEnv>, host: Host): void {
         c.get('warn')(`stream failed: ${err.message}`);
         if (!ac.signal.aborted) await stream.writeSSE({ event: 'error', data: JSON.stringify(anthropicErrorBody(err)) });
       } finally {
-        release?.();
-        ended();
+        finished();
       }
     });
   });

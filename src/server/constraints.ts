@@ -80,21 +80,40 @@ function toolSectionRest(style: 'kimi' | 'hermes', tools: ToolDecl[], parallel: 
   return { trigger: HERMES_TOOL_MARKERS.call, grammar: seq([alt(tools.map(rest)), moreCalls(style, tools, parallel, 1)]) };
 }
 
+/** Watches a reply's bytes for a piece of text (a marker) as tokens are accepted. */
+class TextWatch {
+  private tail: number[] = [];
+  private readonly want: Uint8Array;
+
+  constructor(
+    private readonly vocab: TokenVocab,
+    readonly text: string,
+  ) {
+    this.want = new TextEncoder().encode(text);
+  }
+
+  /** Whether the reply's text now ends with the watched text. */
+  push(token: number): boolean {
+    for (const b of this.vocab.bytes(token)) this.tail.push(b);
+    if (this.tail.length > this.want.length) this.tail.splice(0, this.tail.length - this.want.length);
+    return this.tail.length === this.want.length && this.tail.every((b, i) => b === this.want[i]);
+  }
+}
+
 /**
  * Free text until the reply's text ends with `trigger`, then `grammar` to its end: how a reply
  * thinks first and then answers in JSON, or calls a tool when it chooses to.
  */
 class AfterText implements TokenConstraint {
   private inner: TokenConstraint | undefined;
-  private tail: number[] = [];
-  private readonly want: Uint8Array;
+  private readonly watch: TextWatch;
 
   constructor(
-    private readonly vocab: TokenVocab,
+    vocab: TokenVocab,
     trigger: string,
     private readonly then: () => TokenConstraint,
   ) {
-    this.want = new TextEncoder().encode(trigger);
+    this.watch = new TextWatch(vocab, trigger);
   }
 
   mask(logits: Float32Array): Float32Array {
@@ -103,9 +122,7 @@ class AfterText implements TokenConstraint {
 
   accept(token: number): void {
     if (this.inner) return this.inner.accept(token);
-    for (const b of this.vocab.bytes(token)) this.tail.push(b);
-    if (this.tail.length > this.want.length) this.tail.splice(0, this.tail.length - this.want.length);
-    if (this.tail.length === this.want.length && this.tail.every((b, i) => b === this.want[i])) this.inner = this.then();
+    if (this.watch.push(token)) this.inner = this.then();
   }
 
   get complete(): boolean {
@@ -120,10 +137,9 @@ class AfterText implements TokenConstraint {
  */
 class ReasoningBudget implements TokenConstraint {
   private used = 0;
-  private tail: number[] = [];
   private closed = false;
   private closing: TokenConstraint | undefined;
-  private readonly close: Uint8Array;
+  private readonly watch: TextWatch;
 
   constructor(
     private readonly vocab: TokenVocab,
@@ -131,7 +147,7 @@ class ReasoningBudget implements TokenConstraint {
     private readonly budget: number,
     private readonly inner: TokenConstraint | undefined,
   ) {
-    this.close = new TextEncoder().encode(close);
+    this.watch = new TextWatch(vocab, close);
     if (budget <= 0) this.closing = grammarConstraint(vocab, lit(close), []);
   }
 
@@ -151,10 +167,8 @@ class ReasoningBudget implements TokenConstraint {
       }
       return;
     }
-    for (const b of this.vocab.bytes(token)) this.tail.push(b);
-    if (this.tail.length > this.close.length) this.tail.splice(0, this.tail.length - this.close.length);
-    if (this.tail.length === this.close.length && this.tail.every((b, i) => b === this.close[i])) this.closed = true;
-    else if (++this.used >= this.budget) this.closing = grammarConstraint(this.vocab, lit(new TextDecoder().decode(this.close)), []);
+    if (this.watch.push(token)) this.closed = true;
+    else if (++this.used >= this.budget) this.closing = grammarConstraint(this.vocab, lit(this.watch.text), []);
   }
 
   get complete(): boolean {

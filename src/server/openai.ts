@@ -5,7 +5,7 @@ import type { ReplyEvent } from '../generate/reply.js';
 import { ApiError, openaiErrorBody } from './errors.js';
 import { Host, type TurnResult } from './host.js';
 import { ChatCompletionBody, chatTurn, parseBody } from './openai-request.js';
-import { STALL_MS, type TurnLog, asApiError, collectTurn, refuseIfBusy, streamTurn, wasteStats, withEngine, writeOrAbort } from './run-turn.js';
+import { STALL_MS, type TurnLog, asApiError, holdEngine, queuedTurn, refuseIfBusy, streamAbort, streamTurn, wasteStats, writeOrAbort } from './run-turn.js';
 import type { RouteEnv } from './server.js';
 
 const usage = (r: TurnResult) => ({
@@ -46,14 +46,9 @@ export function openaiRoutes(app: Hono<RouteEnv>, host: Host): void {
     const id = `chatcmpl-${randomBytes(12).toString('hex')}`;
     const created = Math.floor(Date.now() / 1000);
     const model = host.opts.id;
-    const t0 = performance.now();
 
     if (!body.stream) {
-      const r = await withEngine(host, c.get('client'), signal, () => {
-        log.waitedSeconds = (performance.now() - t0) / 1000;
-        return collectTurn(host, req, signal);
-      });
-      log.result = r;
+      const r = await queuedTurn(host, c.get('client'), signal, req, log);
       if (req.req.schema !== undefined && r.finish === 'stop') {
         // a second opinion on what the grammar enforced; a reply is never withheld over it
         let problem: string | null;
@@ -87,16 +82,7 @@ export function openaiRoutes(app: Hono<RouteEnv>, host: Host): void {
       });
     }
 
-    // streaming: the queue is joined before the response starts, so "busy" is still a real 429
-    let release: (() => void) | undefined;
-    const ready = new Promise<void>((resolve, reject) => {
-      withEngine(host, c.get('client'), signal, () => {
-        log.waitedSeconds = (performance.now() - t0) / 1000;
-        resolve();
-        return new Promise<void>((done) => (release = done));
-      }).catch(reject);
-    });
-    await ready;
+    const finished = await holdEngine(host, c.get('client'), signal, log);
     const chunk = (delta: Record<string, unknown>, finish: string | null = null) => ({
       id,
       object: 'chat.completion.chunk',
@@ -104,12 +90,8 @@ export function openaiRoutes(app: Hono<RouteEnv>, host: Host): void {
       model,
       choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }],
     });
-    let ended!: () => void;
-    log.done = new Promise<void>((resolve) => (ended = resolve));
     return streamSSE(c, async (stream) => {
-      const ac = new AbortController();
-      stream.onAbort(() => ac.abort());
-      signal.addEventListener('abort', () => ac.abort(), { once: true });
+      const ac = streamAbort(stream, signal);
       const send = (o: unknown) => writeOrAbort(stream.writeSSE({ data: JSON.stringify(o) }), STALL_MS, ac);
       try {
         await send(chunk({ role: 'assistant', content: '' }));
@@ -134,8 +116,7 @@ export function openaiRoutes(app: Hono<RouteEnv>, host: Host): void {
         c.get('warn')(`stream failed: ${err.message}`);
         if (!ac.signal.aborted) await send(openaiErrorBody(err));
       } finally {
-        release?.();
-        ended();
+        finished();
       }
     });
   });

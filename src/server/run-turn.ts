@@ -47,7 +47,7 @@ export async function writeOrAbort(write: Promise<void>, ms: number, ac: AbortCo
   }
 }
 
-export async function withEngine<T>(host: Host, client: string, signal: AbortSignal, use: () => Promise<T>): Promise<T> {
+async function withEngine<T>(host: Host, client: string, signal: AbortSignal, use: () => Promise<T>): Promise<T> {
   let release: () => void;
   try {
     release = await host.queue.acquire(client, signal);
@@ -67,6 +67,48 @@ export function asApiError(e: unknown): ApiError {
   if (e instanceof ApiError) return e;
   if (e instanceof WasteError) return new ApiError(e.code === 'E_ARG' ? 400 : 500, e.message, e.code === 'E_ARG' ? 'invalid_request_error' : 'engine_error', e.code);
   return new ApiError(500, `internal error: ${(e as Error)?.message ?? String(e)}`, 'server_error', 'internal_error');
+}
+
+/** A turn run to its end once the engine is free, its reply collected and logged. */
+export async function queuedTurn(host: Host, client: string, signal: AbortSignal, turn: PreparedTurn, log: TurnLog): Promise<TurnResult> {
+  const t0 = performance.now();
+  const r = await withEngine(host, client, signal, () => {
+    log.waitedSeconds = (performance.now() - t0) / 1000;
+    return collectTurn(host, turn, signal);
+  });
+  log.result = r;
+  return r;
+}
+
+/**
+ * The engine, held for a streamed turn: taken in the queue before the response starts (so "busy"
+ * is still a real 429), given back — and the request's log line let out — by the function this
+ * resolves with, which the stream calls when it ends.
+ */
+export async function holdEngine(host: Host, client: string, signal: AbortSignal, log: TurnLog): Promise<() => void> {
+  const t0 = performance.now();
+  let release!: () => void;
+  await new Promise<void>((resolve, reject) => {
+    withEngine(host, client, signal, () => {
+      log.waitedSeconds = (performance.now() - t0) / 1000;
+      resolve();
+      return new Promise<void>((done) => (release = done));
+    }).catch(reject);
+  });
+  let ended!: () => void;
+  log.done = new Promise<void>((resolve) => (ended = resolve));
+  return () => {
+    release();
+    ended();
+  };
+}
+
+/** What stops a streamed turn: the client leaving, by either of the ways the server learns it. */
+export function streamAbort(stream: { onAbort(f: () => void): void }, signal: AbortSignal): AbortController {
+  const ac = new AbortController();
+  stream.onAbort(() => ac.abort());
+  signal.addEventListener('abort', () => ac.abort(), { once: true });
+  return ac;
 }
 
 /** Run a turn to its end, collecting the reply. */
