@@ -8,8 +8,9 @@
 //
 // Layout per token (stride prepStride(cols, G) bytes): H [groups·G] i16, L [groups·G] i16 (zero
 // past cols), factor [groups] f32 = max|x| / (2^30 − 1), sumH [groups] i32, sumL [groups] i32.
-// For Q4 weights each 32 activations are stored evens first (0, 2, …, 30, then 1, 3, …, 31),
-// the order a byte's low and high nibbles unpack in.
+// For Q4 weights each 32 activations are stored in the order the weights unpack in when 16 bytes
+// are read as eight 16-bit lanes (lane k holds weights 4k … 4k+3, one per nibble): positions
+// 0, 4, …, 28, then 1, 5, …, 29, then 2, 6, …, 30, then 3, 7, …, 31.
 
 const SCALE: f64 = 1073741823.0; // 2^30 − 1
 
@@ -51,7 +52,7 @@ export function act_prep(X: usize, cols: i32, G: i32, q4: i32, T: i32, P: usize)
         let pos = c;
         if (q4) {
           const within = c & 31;
-          pos = (c & ~31) + ((within & 1) ? 16 + (within >> 1) : within >> 1);
+          pos = (c & ~31) + ((within & 3) << 3) + (within >> 2);
         }
         store<i16>(Hp + (<usize>pos << 1), <i16>h);
         store<i16>(Lp + (<usize>pos << 1), <i16>l);
