@@ -40,7 +40,7 @@ export interface OpenOptions {
   ioThreads?: number;
   /** Decode: prefetch the next MoE layer's likeliest experts (default 6; 0 = off). */
   lookahead?: number;
-  /** Expert-cache eviction: 'lfru' (default) or 'lru'. */
+  /** Expert-cache eviction: 'lfru' (default), 'lru' or 'lfuda'. */
   cachePolicy?: CachePolicy;
   /** Bypass the page cache with O_DIRECT where it works (default true). */
   direct?: boolean;

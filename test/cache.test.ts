@@ -7,7 +7,7 @@ import { synth } from './helpers.js';
 const dir = synth({ shape: 'tiny', seed: 61, experts: 40, layers: 4, config: { num_experts_per_token: 2 } }, 'cache');
 
 /** A model whose cache is as small as the budget allows (at least `slots` slots). */
-async function withCache(slots: number, policy: 'lfru' | 'lru', fn: (m: Model) => void | Promise<void>): Promise<void> {
+async function withCache(slots: number, policy: 'lfru' | 'lru' | 'lfuda', fn: (m: Model) => void | Promise<void>): Promise<void> {
   const probe = await Model.open(dir, { threads: 1, warm: false });
   const plan = probe.plan;
   await probe.close();
@@ -56,8 +56,8 @@ describe('expert cache', () => {
     });
   });
 
-  it('LFRU keeps the experts used most; LRU keeps the ones used last', async () => {
-    const survivors = async (policy: 'lfru' | 'lru') => {
+  it('LFRU and LFU-DA keep the experts used most; LRU keeps the ones used last', async () => {
+    const survivors = async (policy: 'lfru' | 'lru' | 'lfuda') => {
       let kept = 0;
       await withCache(10, policy, (m) => {
         const c = m.cache!;
@@ -77,7 +77,49 @@ describe('expert cache', () => {
     };
     const lfru = await survivors('lfru');
     const lru = await survivors('lru');
+    const lfuda = await survivors('lfuda');
     assert.ok(lfru >= 4, `LFRU kept ${lfru} of the 5 hot experts`);
+    assert.ok(lfuda === 5, `LFU-DA kept ${lfuda} of the 5 hot experts`);
     assert.ok(lru <= 1, `LRU kept ${lru}`);
+  });
+
+  it('LFU-DA remembers how often an expert was asked for across its eviction', async () => {
+    await withCache(6, 'lfuda', (m) => {
+      const c = m.cache!;
+      const use = (layer: number, e: number, times = 1) => {
+        let slot;
+        for (let i = 0; i < times; i++) {
+          [slot] = c.request(layer, [e]);
+          c.record(slot);
+          c.release(slot);
+        }
+        return slot!;
+      };
+      const n = c.slots.length;
+      use(1, 0, 10); // expert A: ten requests
+      for (let e = 20; e < 20 + n; e++) use(2, e, 30); // fillers asked for more often push A out
+      assert.ok(!c.slots.some((s) => s.key === 65536), 'A was evicted');
+      const a = use(1, 0); // A comes back: eleven requests in all
+      const b = use(3, 7); // B: its first request, loaded at the same aging level
+      assert.equal(a.prio - b.prio, 10, 'A keeps its ten earlier requests; B starts from one');
+      c.drain();
+    });
+  });
+
+  it('a miss never evicts an expert its own step is about to use', async () => {
+    for (const policy of ['lfru', 'lru', 'lfuda'] as const)
+      await withCache(6, policy, (m) => {
+        const c = m.cache!;
+        const n = c.slots.length;
+        const held = Array.from({ length: n }, (_, i) => 10 + i);
+        c.request(3, held).forEach((s) => (c.record(s), c.release(s)));
+        // the one expert the next step does not use is the one every policy would rather keep
+        for (let i = 0; i < 3; i++) c.request(3, [held[n - 1]]).forEach((s) => (c.record(s), c.release(s)));
+        // the new expert comes first in the step, the cached ones after it: all but one are hits
+        const before = c.stats.hits;
+        c.request(3, [39, ...held.slice(0, n - 1)]).forEach((s) => (c.record(s), c.release(s)));
+        assert.equal(c.stats.hits - before, n - 1, policy);
+        c.drain();
+      });
   });
 });

@@ -70,7 +70,7 @@ describe('runtime: placement decides speed, never the answer', () => {
   });
 
   it('LFRU and LRU', async () => {
-    for (const cachePolicy of ['lfru', 'lru'] as const) assert.ok(sameBits((await run({ budget: floor + 200_000, cachePolicy })).logits, reference), cachePolicy);
+    for (const cachePolicy of ['lfru', 'lru', 'lfuda'] as const) assert.ok(sameBits((await run({ budget: floor + 200_000, cachePolicy })).logits, reference), cachePolicy);
   });
 
   it('lookahead on and off', async () => {

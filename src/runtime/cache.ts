@@ -9,8 +9,9 @@ import type { StreamFiles } from './io.js';
  * The expert cache: fixed slots in arenas, each holding one expert record, filled by one read
  * straight into the slot. LFRU eviction by default: sample a few slots and evict the least used,
  * "use" being the slot's hits per unit of time since its record was loaded (the count restarts when
- * the slot is reused); LRU (the least recently used of the sample) as an option. Slots in use or in
- * flight are pinned. Hits and misses count demand requests only; lookahead reads are counted apart.
+ * the slot is reused); LRU (the least recently used of the sample) as an option; and LFU-DA, which
+ * remembers how often each expert was ever asked for (see `lfudaScore`). Slots in use or in flight
+ * are pinned. Hits and misses count demand requests only; lookahead reads are counted apart.
  *
  * Why a rate and not a plain count: on the real Kimi-Linear routing trace a plain hit count lost to
  * LRU (35.9 % against 41.4 % hits at a cache of 6 % of the experts) because records that piled up
@@ -18,7 +19,7 @@ import type { StreamFiles } from './io.js';
  *
  * What it holds decides speed, never the answer: a record is the same bytes from any slot.
  */
-export type CachePolicy = 'lfru' | 'lru';
+export type CachePolicy = 'lfru' | 'lru' | 'lfuda';
 
 export interface CacheSlot {
   readonly index: number;
@@ -35,6 +36,8 @@ export interface CacheSlot {
   speculative: boolean;
   /** Header checked since the record landed. */
   checked: boolean;
+  /** LFU-DA priority: the aging level when last used plus the expert's request count. */
+  prio: number;
 }
 
 export interface CacheStats {
@@ -54,6 +57,8 @@ export interface CacheStats {
 }
 
 const SAMPLE = 16;
+/** LFU-DA: how much a record due sooner outweighs one request more (flat from 2 to 16 on the trace). */
+const PHASE_BONUS = 8;
 const key = (layer: number, expert: number) => layer * 65536 + expert;
 
 export class ExpertCache {
@@ -64,6 +69,10 @@ export class ExpertCache {
   private clock = 0;
   private rng = 0x2545f491;
   private lastDone = 0;
+  /** LFU-DA: demand requests per expert since open (kept when its record is evicted), the aging level, each layer's last step. */
+  private readonly requests = new Map<number, number>();
+  private aging = 0;
+  private readonly layerStep = new Map<number, number>();
   /** Records read by this cache, in order (for the I/O floor measurement). */
   readonly readLog: number[] = [];
 
@@ -77,7 +86,7 @@ export class ExpertCache {
     private readonly verify: boolean,
   ) {
     slots.forEach((s, i) => {
-      const slot: CacheSlot = { index: i, arena: s.arena, off: s.off, view: s.arena.u8(s.off, stride), key: -1, hits: 0, last: 0, born: 0, pins: 0, speculative: false, checked: false };
+      const slot: CacheSlot = { index: i, arena: s.arena, off: s.off, view: s.arena.u8(s.off, stride), key: -1, hits: 0, last: 0, born: 0, pins: 0, speculative: false, checked: false, prio: 0 };
       this.slots.push(slot);
       this.free.push(slot);
     });
@@ -111,6 +120,24 @@ export class ExpertCache {
     if (f) return f;
     let best: CacheSlot | undefined;
     const n = this.slots.length;
+    if (this.policy === 'lfuda') {
+      let bestScore = Infinity;
+      let bestDue = 0;
+      for (const s of this.slots) {
+        if (s.pins > 0 || this.inflight(s)) continue;
+        const due = this.stepsUntilDue(s);
+        const score = this.lfudaScore(s, due);
+        if (score < bestScore || (score === bestScore && due > bestDue)) {
+          best = s;
+          bestScore = score;
+          bestDue = due;
+        }
+      }
+      if (best) {
+        this.aging = best.prio;
+        return this.evict(best);
+      }
+    }
     for (let i = 0; i < SAMPLE; i++) {
       const s = this.slots[this.nextRandom() % n];
       if (s.pins > 0 || this.inflight(s)) continue;
@@ -125,6 +152,28 @@ export class ExpertCache {
       return this.victim();
     }
     return this.evict(best);
+  }
+
+  /**
+   * LFU with dynamic aging over every slot: priority = the aging level when the record was last
+   * asked for + how often its expert was ever asked for (counts survive eviction, so an expert that
+   * keeps coming back is recognised on its second visit), and each eviction raises the aging level
+   * to the victim's priority so that old fame fades. Layers are visited in a fixed cycle, so a
+   * record can only be wanted again when its layer comes round: one due sooner gets a bonus.
+   * On the real Kimi-Linear trace this beat every policy tried (docs/PERFORMANCE.md).
+   */
+  private lfudaScore(s: CacheSlot, due: number): number {
+    const cycle = Math.max(1, this.container.banks.size);
+    return s.prio + PHASE_BONUS * (1 - due / cycle);
+  }
+
+  /** Layer steps until the slot's layer is asked for again (1 … layers), assuming the usual cycle. */
+  private stepsUntilDue(s: CacheSlot): number {
+    const cycle = Math.max(1, this.container.banks.size);
+    const last = this.layerStep.get(Math.floor(s.key / 65536));
+    if (last === undefined) return cycle;
+    const ahead = last + cycle - this.clock;
+    return ahead >= 1 && ahead <= cycle ? ahead : (((ahead - 1) % cycle) + cycle) % cycle + 1;
   }
 
   /** Is `a` a better victim than `b`? */
@@ -152,6 +201,7 @@ export class ExpertCache {
     s.last = this.clock;
     s.born = this.clock;
     s.checked = false;
+    s.prio = this.aging + (this.requests.get(s.key) ?? 0);
     this.map.set(s.key, s);
     const bank = this.container.banks.get(layer)!;
     const fd = this.files.fds.get(layer)!;
@@ -180,30 +230,46 @@ export class ExpertCache {
    */
   request(layer: number, ids: readonly number[]): CacheSlot[] {
     this.clock++;
-    const out: CacheSlot[] = [];
+    this.layerStep.set(layer, this.clock);
     const bank = this.container.banks.get(layer);
     if (!bank) throw new WasteError('E_STATE', `layer ${layer} has no expert bank`);
-    for (const e of ids) {
-      if (!(e >= 0 && e < bank.experts)) throw new WasteError('E_STATE', `layer ${layer} has no expert ${e}`);
-      let s = this.map.get(key(layer, e));
-      if (s) {
-        this.stats.hits++;
-        if (s.speculative) {
-          this.stats.speculativeUsed++;
-          s.speculative = false;
-        }
-        s.hits++;
-        s.last = this.clock;
-      } else {
-        this.stats.misses++;
-        this.stats.bytesRead += bank.stride;
-        s = this.victim();
-        this.issue(s, layer, e);
+    for (const e of ids) if (!(e >= 0 && e < bank.experts)) throw new WasteError('E_STATE', `layer ${layer} has no expert ${e}`);
+    // pin every hit before the first miss chooses a victim, so no miss can evict an expert this
+    // same step is about to use
+    const out: (CacheSlot | undefined)[] = ids.map((e) => {
+      const k = key(layer, e);
+      this.requests.set(k, (this.requests.get(k) ?? 0) + 1);
+      const s = this.map.get(k);
+      if (!s) return undefined;
+      this.stats.hits++;
+      if (s.speculative) {
+        this.stats.speculativeUsed++;
+        s.speculative = false;
       }
+      s.hits++;
+      s.last = this.clock;
+      s.prio = this.aging + this.requests.get(k)!;
       s.pins++;
-      out.push(s);
-    }
-    return out;
+      return s;
+    });
+    ids.forEach((e, i) => {
+      if (out[i]) return;
+      // the same expert asked twice in one step: the first ask's slot serves both
+      const again = this.map.get(key(layer, e));
+      if (again) {
+        this.stats.hits++;
+        again.pins++;
+        out[i] = again;
+        return;
+      }
+      this.stats.misses++;
+      this.stats.bytesRead += bank.stride;
+      const s = this.victim();
+      this.issue(s, layer, e);
+      s.pins++;
+      out[i] = s;
+    });
+    return out as CacheSlot[];
   }
 
   /** Lookahead: read these experts of `layer` if they are not cached (never evicting pinned slots). */
