@@ -91,6 +91,20 @@ export class Session {
     return generateTokens(this, ids, withDefaults(this.host.generationDefaults(), opts), tok.decoder(), this.host.config.eosTokenIds);
   }
 
+  /**
+   * Pick up a sequence where this session left off: when its history is a prefix of `ids` with at
+   * least `minNew` tokens after it, those tokens are what is left to feed; otherwise the session is
+   * reset first (`reset: true`) and all of `ids` is.
+   */
+  resume(ids: readonly number[], minNew = 0): { fresh: number[]; reset: boolean } {
+    const h = this.tokens;
+    let keep = h.length + minNew <= ids.length;
+    for (let i = 0; keep && i < h.length; i++) keep = h[i] === ids[i];
+    if (keep) return { fresh: ids.slice(h.length), reset: false };
+    this.reset();
+    return { fresh: [...ids], reset: true };
+  }
+
   reset(): void {
     this.state.reset();
     this.tokens = [];

@@ -52,13 +52,8 @@ export class Chat {
   async *send(text: string, opts: SessionGenerateOptions & { role?: 'user' | 'tool'; toolCallId?: string } = {}): AsyncGenerator<string, GenerationResult> {
     this.messages.push({ role: opts.role ?? 'user', content: text, ...(opts.toolCallId !== undefined ? { toolCallId: opts.toolCallId } : {}) });
     const ids = this.format.encode(this.tokenizer, this.messages, { open: true, tools: this.opts.tools });
-    const fed = this.session.history;
-    let fresh = ids;
-    if (fed.length <= ids.length && fed.every((t, i) => ids[i] === t)) fresh = ids.slice(fed.length);
-    else {
-      this.session.reset();
-      this.reprocessed++;
-    }
+    const { fresh, reset } = this.session.resume(ids);
+    if (reset) this.reprocessed++;
     const gen = this.session.generate(fresh, { ...opts, stop: [...this.stopText, ...(opts.stop ?? [])], stopTokens: [...this.ends, ...(opts.stopTokens ?? [])] });
     let result: GenerationResult | undefined;
     try {

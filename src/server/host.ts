@@ -176,8 +176,9 @@ export class Host {
   async *turn(turn: PreparedTurn, signal: AbortSignal): AsyncGenerator<ReplyEvent, TurnResult> {
     const { req, ids, reasoningFirst, maxTokens, constraint, endTokens } = turn;
     const format = this.model.chatFormat();
-    const session = this.reuse(ids);
-    const fresh = ids.slice(session.history.length);
+    const session = (this.session ??= this.model.newSession());
+    // at least one new token: the reply needs the logits after the last prompt token
+    const { fresh } = session.resume(ids, 1);
     const endId = this.model.tokenizer().specialId(format.assistantEnd);
     const parser = new ReplyParser(format.syntax, { startInReasoning: reasoningFirst, tools: turn.toolsOffered });
     if (turn.forced) for (const ev of parser.push(turn.forced)) yield ev;
@@ -233,16 +234,6 @@ export class Host {
     if (f === 'aborted') return 'aborted';
     if (calls && f === 'stop') return 'tool_calls';
     return f === 'stop' ? 'stop' : 'length';
-  }
-
-  /** The session, keeping its state when it has consumed a prefix of `ids`. */
-  private reuse(ids: number[]): Session {
-    const s = (this.session ??= this.model.newSession());
-    const h = s.history;
-    let keep = h.length < ids.length;
-    for (let i = 0; keep && i < h.length; i++) keep = h[i] === ids[i];
-    if (!keep) s.reset();
-    return s;
   }
 
   /** Check a structured reply against its schema (the grammar should make this always pass). */
