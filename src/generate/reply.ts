@@ -161,18 +161,18 @@ export class ReplyParser {
     else if (marker === KIMI_TOOL_MARKERS.section) {
       this.inSection = true;
       this.channel = 'section';
-    }
-    else if (marker === KIMI_TOOL_MARKERS.call) {
+    } else if (marker === KIMI_TOOL_MARKERS.call) {
       this.header = '';
       this.channel = 'header';
     } else if (marker === KIMI_TOOL_MARKERS.args) {
-      const id = this.header.trim();
+      const header = this.header.trim();
       // Kimi's call ids read "functions.NAME:INDEX"
-      const m = /^(?:functions\.)?(.+?)(?::\d+)?$/.exec(id);
+      const m = /^(?:functions\.)?(.+?)(?::\d+)?$/.exec(header);
       const index = this.calls.length;
-      const name = m ? m[1] : id;
-      this.calls.push({ id: id || `call_${index}`, name, arguments: '' });
-      out.push({ kind: 'call', index, id: id || `call_${index}`, name });
+      const name = m ? m[1] : header;
+      const id = header || `call_${index}`;
+      this.calls.push({ id, name, arguments: '' });
+      out.push({ kind: 'call', index, id, name });
       this.channel = 'args';
     } else if (marker === KIMI_TOOL_MARKERS.callEnd) {
       if (this.channel === 'header' && this.header.trim()) this.emitText('content', this.header, out);
@@ -180,8 +180,7 @@ export class ReplyParser {
     } else if (marker === KIMI_TOOL_MARKERS.sectionEnd) {
       this.inSection = false;
       this.channel = 'content';
-    }
-    else if (marker === HERMES_TOOL_MARKERS.call) {
+    } else if (marker === HERMES_TOOL_MARKERS.call) {
       this.hermes = '';
       this.channel = 'hermes';
     } else if (marker === HERMES_TOOL_MARKERS.callEnd) {

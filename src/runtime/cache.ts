@@ -10,7 +10,7 @@ import type { StreamFiles } from './io.js';
  * straight into the slot. LFRU eviction by default: sample a few slots and evict the least used,
  * "use" being the slot's hits per unit of time since its record was loaded (the count restarts when
  * the slot is reused); LRU (the least recently used of the sample) as an option; and LFU-DA, which
- * remembers how often each expert was ever asked for (see `lfudaScore`). Slots in use or in flight
+ * remembers how often each expert was ever asked for (see PHASE_BONUS). Slots in use or in flight
  * are pinned. Hits and misses count demand requests only; lookahead reads are counted apart.
  *
  * Why a rate and not a plain count: on the real Kimi-Linear routing trace a plain hit count lost to
@@ -57,7 +57,14 @@ export interface CacheStats {
 }
 
 const SAMPLE = 16;
-/** LFU-DA: how much a record due sooner outweighs one request more (flat from 2 to 16 on the trace). */
+/**
+ * LFU-DA, the score of a record: the aging level when it was last asked for + how often its expert
+ * was ever asked for (counts survive eviction, so an expert that keeps coming back is recognised on
+ * its second visit); each eviction raises the aging level to the victim's priority so that old fame
+ * fades. Layers are visited in a fixed cycle, so a record can only be wanted again when its layer
+ * comes round: one due sooner gets up to PHASE_BONUS more, about how much it outweighs one request
+ * more (results flat from 2 to 16 on the real Kimi-Linear trace, docs/PERFORMANCE.md).
+ */
 const PHASE_BONUS = 8;
 const key = (layer: number, expert: number) => layer * 65536 + expert;
 
@@ -121,12 +128,13 @@ export class ExpertCache {
     let best: CacheSlot | undefined;
     const n = this.slots.length;
     if (this.policy === 'lfuda') {
+      const cycle = Math.max(1, this.container.banks.size);
       let bestScore = Infinity;
       let bestDue = 0;
       for (const s of this.slots) {
         if (s.pins > 0 || this.inflight(s)) continue;
-        const due = this.stepsUntilDue(s);
-        const score = this.lfudaScore(s, due);
+        const due = this.stepsUntilDue(s, cycle);
+        const score = s.prio + PHASE_BONUS * (1 - due / cycle);
         if (score < bestScore || (score === bestScore && due > bestDue)) {
           best = s;
           bestScore = score;
@@ -154,22 +162,8 @@ export class ExpertCache {
     return this.evict(best);
   }
 
-  /**
-   * LFU with dynamic aging over every slot: priority = the aging level when the record was last
-   * asked for + how often its expert was ever asked for (counts survive eviction, so an expert that
-   * keeps coming back is recognised on its second visit), and each eviction raises the aging level
-   * to the victim's priority so that old fame fades. Layers are visited in a fixed cycle, so a
-   * record can only be wanted again when its layer comes round: one due sooner gets a bonus.
-   * On the real Kimi-Linear trace this beat every policy tried (docs/PERFORMANCE.md).
-   */
-  private lfudaScore(s: CacheSlot, due: number): number {
-    const cycle = Math.max(1, this.container.banks.size);
-    return s.prio + PHASE_BONUS * (1 - due / cycle);
-  }
-
-  /** Layer steps until the slot's layer is asked for again (1 … layers), assuming the usual cycle. */
-  private stepsUntilDue(s: CacheSlot): number {
-    const cycle = Math.max(1, this.container.banks.size);
+  /** Layer steps until the slot's layer is asked for again (1 … cycle), assuming the usual cycle. */
+  private stepsUntilDue(s: CacheSlot, cycle: number): number {
     const last = this.layerStep.get(Math.floor(s.key / 65536));
     if (last === undefined) return cycle;
     const ahead = last + cycle - this.clock;
@@ -229,11 +223,11 @@ export class ExpertCache {
    * released.
    */
   request(layer: number, ids: readonly number[]): CacheSlot[] {
-    this.clock++;
-    this.layerStep.set(layer, this.clock);
     const bank = this.container.banks.get(layer);
     if (!bank) throw new WasteError('E_STATE', `layer ${layer} has no expert bank`);
     for (const e of ids) if (!(e >= 0 && e < bank.experts)) throw new WasteError('E_STATE', `layer ${layer} has no expert ${e}`);
+    this.clock++;
+    this.layerStep.set(layer, this.clock);
     // pin every hit before the first miss chooses a victim, so no miss can evict an expert this
     // same step is about to use
     const out: (CacheSlot | undefined)[] = ids.map((e) => {

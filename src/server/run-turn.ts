@@ -13,10 +13,6 @@ export interface TurnLog {
   done?: Promise<void>;
 }
 
-/**
- * Wait for the engine in the fair queue (429 with Retry-After when it is full), then hand the turn
- * to `use`, releasing the engine when `use` is done — also when it throws or the client leaves.
- */
 /** How long a streamed write may wait for the client to read before the turn is abandoned. */
 export const STALL_MS = 60_000;
 
@@ -47,6 +43,10 @@ export async function writeOrAbort(write: Promise<void>, ms: number, ac: AbortCo
   }
 }
 
+/**
+ * Wait for the engine in the fair queue (429 with Retry-After when it is full), then hand the turn
+ * to `use`, releasing the engine when `use` is done — also when it throws or the client leaves.
+ */
 async function withEngine<T>(host: Host, client: string, signal: AbortSignal, use: () => Promise<T>): Promise<T> {
   let release: () => void;
   try {
