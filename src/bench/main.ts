@@ -3,6 +3,7 @@
  * they measure ratios side by side in one run, on this machine.
  *   kernels    kernel throughput next to the arena's measured memory read bandwidth
  *   layers     decode with real Kimi-Linear shapes, all experts in memory: ms per layer vs the floor
+ *   pages      what the first use of a 4 KiB page of arena memory costs (fresh, after a disk read)
  *   dispatch   tiny-model decode with 1 and 2 threads (what the worker pool costs)
  *   convert    conversion throughput on Kimi-Linear shapes, projected onto the 48B model
  *   tokenizer  encoding 1 MB of multilingual text, next to the tiktoken package
@@ -12,6 +13,7 @@ import { benchConvert, renderConvertBench } from './convert.js';
 import { benchDispatch, renderDispatch } from './dispatch.js';
 import { benchKernels, renderKernelBench } from './kernels.js';
 import { benchLayers, renderLayerBench } from './layers.js';
+import { benchPages, renderPageBench } from './pages.js';
 import { benchServer, renderServerBench } from './server.js';
 import { benchTokenizer, renderTokenizerBench } from './tokenizer.js';
 import { DEMO_MODEL } from '../cli/default-model.js';
@@ -27,6 +29,9 @@ if (what === 'kernels') {
 } else if (what === 'layers') {
   const r = await benchLayers({ log: (s) => process.stderr.write(`${s}\n`) });
   process.stdout.write(json ? JSON.stringify(r, null, 2) + '\n' : renderLayerBench(r));
+} else if (what === 'pages') {
+  const r = await benchPages({ log: (s) => process.stderr.write(`${s}\n`) });
+  process.stdout.write(json ? JSON.stringify(r, null, 2) + '\n' : renderPageBench(r));
 } else if (what === 'dispatch') {
   const r = await benchDispatch();
   process.stdout.write(json ? JSON.stringify(r, null, 2) + '\n' : renderDispatch(r));
@@ -40,6 +45,6 @@ if (what === 'kernels') {
   const r = await benchServer({ model: args.filter((a) => !a.startsWith('-'))[1] ?? DEMO_MODEL, log: (s) => process.stderr.write(`${s}\n`) });
   process.stdout.write(json ? JSON.stringify(r, null, 2) + '\n' : renderServerBench(r));
 } else {
-  process.stderr.write(`unknown benchmark "${what}" (available: kernels, layers, dispatch, convert, tokenizer, server)\n`);
+  process.stderr.write(`unknown benchmark "${what}" (available: kernels, layers, pages, dispatch, convert, tokenizer, server)\n`);
   process.exitCode = 2;
 }

@@ -2,6 +2,7 @@ import { type Command, Option } from 'commander';
 import { benchDispatch, renderDispatch } from '../../bench/dispatch.js';
 import { benchKernels, renderKernelBench } from '../../bench/kernels.js';
 import { benchLayers, renderLayerBench } from '../../bench/layers.js';
+import { benchPages, renderPageBench } from '../../bench/pages.js';
 import { benchStream, renderStream } from '../../bench/stream.js';
 import { intArg } from '../args.js';
 import { type EngineFlags, addEngineOptions, openOptions } from '../engine-options.js';
@@ -11,8 +12,8 @@ export function registerBench(program: Command): void {
   addEngineOptions(
     program
       .command('bench')
-      .description('measure speed: a model streamed under a budget against the I/O floor (with MODEL); kernel throughput, per-layer decode time, thread dispatch (with --kernels, --layers, --dispatch)')
-      .argument('[model]', 'container directory (default, when no --kernels/--layers/--dispatch: the demo model): decode and prefill speed, hit rate, bytes per token, and the I/O floor measured in the same run')
+      .description('measure speed: a model streamed under a budget against the I/O floor (with MODEL); kernel throughput, per-layer decode time, first use of memory pages, thread dispatch (with --kernels, --layers, --pages, --dispatch)')
+      .argument('[model]', 'container directory (default, when no --kernels/--layers/--pages/--dispatch: the demo model): decode and prefill speed, hit rate, bytes per token, and the I/O floor measured in the same run')
       .option('--tokens <n>', 'tokens to decode', intArg(1, 1 << 20), 32)
       .option('--prompt-tokens <n>', 'tokens to prefill first', intArg(1, 1 << 20), 16)
       .option('--routing-trace <file>', 'replay a recorded routing trace instead of the router (timing only)')
@@ -21,12 +22,13 @@ export function registerBench(program: Command): void {
   )
     .option('--kernels', 'kernel throughput per thread count, next to the arena read bandwidth measured in the same run', false)
     .option('--layers', 'decode with real Kimi-Linear shapes and every expert in memory: ms per layer against bytes ÷ bandwidth', false)
+    .option('--pages', 'what the first use of a 4 KiB page of engine memory costs, fresh and after a disk read (large on some VMs)', false)
     .option('--dispatch', 'tiny-model decode with 1 and 2 threads', false)
     .option('--quick', 'smaller buffers and shorter timing (less precise)', false)
     .option('--json', 'print JSON', false)
-    .action(async (model: string | undefined, o: EngineFlags & { kernels: boolean; layers: boolean; dispatch: boolean; quick: boolean; json: boolean; tokens: number; promptTokens: number; routingTrace?: string; inputs: 'random' | 'greedy'; cacheSlots?: number }) => {
+    .action(async (model: string | undefined, o: EngineFlags & { kernels: boolean; layers: boolean; pages: boolean; dispatch: boolean; quick: boolean; json: boolean; tokens: number; promptTokens: number; routingTrace?: string; inputs: 'random' | 'greedy'; cacheSlots?: number }) => {
       // no model and nothing else chosen: the demo model
-      if (!model && !o.kernels && !o.layers && !o.dispatch) model = modelOrDemo(undefined);
+      if (!model && !o.kernels && !o.layers && !o.pages && !o.dispatch) model = modelOrDemo(undefined);
       const log = (s: string) => process.stderr.write(`${s}\n`);
       const out: Record<string, unknown> = {};
       if (model) {
@@ -43,6 +45,11 @@ export function registerBench(program: Command): void {
         const r = await benchLayers({ log, tokens: o.quick ? 4 : 16 });
         if (o.json) out.layers = r;
         else process.stdout.write(renderLayerBench(r));
+      }
+      if (o.pages) {
+        const r = await benchPages({ log, bytes: o.quick ? 64 << 20 : 256 << 20 });
+        if (o.json) out.pages = r;
+        else process.stdout.write(renderPageBench(r));
       }
       if (o.dispatch) {
         const r = await benchDispatch(o.quick ? 100 : 400);
