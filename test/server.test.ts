@@ -115,6 +115,31 @@ describe('waste serve: the OpenAI-compatible API on the demo model', () => {
     assert.ok(chunks > 3);
   });
 
+  it('returns each token with its log-probability and alternatives, streamed the same as whole', async () => {
+    // no repetition penalty (the demo's default has one): greedy then takes the most likely token
+    const req = { model: 'demo', messages: user('It was a dark'), max_tokens: 16, temperature: 0, repetition_penalty: 1, logprobs: true, top_logprobs: 3 };
+    const r = await client.chat.completions.create(req);
+    const choice = r.choices[0];
+    const entries = choice.logprobs?.content ?? [];
+    // every sampled token but the end token
+    assert.equal(entries.length, r.usage!.completion_tokens - (choice.finish_reason === 'stop' ? 1 : 0));
+    // the tokens' bytes spell the reply
+    assert.equal(Buffer.from(entries.flatMap((e) => e.bytes ?? [])).toString('utf8'), choice.message.content);
+    for (const e of entries) {
+      assert.ok(e.logprob <= 0 && Number.isFinite(e.logprob), JSON.stringify(e));
+      assert.equal(e.top_logprobs.length, 3);
+      for (let i = 1; i < 3; i++) assert.ok(e.top_logprobs[i - 1].logprob >= e.top_logprobs[i].logprob);
+      // greedy, unpenalised: the token taken is the most likely one
+      assert.deepEqual(e.top_logprobs[0], { token: e.token, logprob: e.logprob, bytes: e.bytes });
+    }
+    const streamed: typeof entries = [];
+    for await (const ch of await client.chat.completions.create({ ...req, stream: true })) for (const c of ch.choices) streamed.push(...(c.logprobs?.content ?? []));
+    assert.deepEqual(streamed, entries);
+    // not asked: none
+    const plain = await client.chat.completions.create({ model: 'demo', messages: user('It was a dark'), max_tokens: 4, temperature: 0 });
+    assert.equal(plain.choices[0].logprobs, null);
+  });
+
   it('calls a required tool with arguments that validate against its schema, and takes the result back', async () => {
     const r = await client.chat.completions.create({ model: 'demo', messages: user('What is the weather in Nantucket?'), tools: [WEATHER, CLOCK], tool_choice: 'required', max_tokens: 600, temperature: 0.7, seed: 3 });
     const choice = r.choices[0];
@@ -244,6 +269,8 @@ describe('waste serve: the OpenAI-compatible API on the demo model', () => {
       ['wrong type', { json: { messages: user('x'), temperature: 'hot' } }, /temperature/],
       ['out of range', { json: { messages: user('x'), top_p: 3 } }, /top_p/],
       ['n > 1', { json: { messages: user('x'), n: 2 } }, /n must be 1/],
+      ['top_logprobs without logprobs', { json: { messages: user('x'), top_logprobs: 2 } }, /logprobs must be true/],
+      ['top_logprobs out of range', { json: { messages: user('x'), logprobs: true, top_logprobs: 21 } }, /top_logprobs/],
       ['bad role', { json: { messages: [{ role: 'wizard', content: 'x' }] } }, /messages/],
       ['image part', { json: { messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'x' } }] }] } }, /only text parts/],
       ['unenforceable schema', { json: { messages: user('x'), response_format: { type: 'json_schema', json_schema: { name: 'n', schema: { type: 'string', pattern: '^a' } } } } }, /pattern/],

@@ -173,7 +173,7 @@ export function anthropicRoutes(app: Hono<RouteEnv>, host: Host): void {
             }
             await send('content_block_delta', { index, delta: { type: 'text_delta', text: e.text } });
           } else if (e.kind === 'call') await start({ type: 'tool_use', id: e.id, name: e.name, input: {} });
-          else await send('content_block_delta', { index, delta: { type: 'input_json_delta', partial_json: e.text } });
+          else if (e.kind === 'arguments') await send('content_block_delta', { index, delta: { type: 'input_json_delta', partial_json: e.text } });
         });
         log.result = r;
         if (r.finish === 'aborted' || ac.signal.aborted) return;

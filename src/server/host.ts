@@ -51,7 +51,23 @@ export interface TurnResult {
   hits: number;
   misses: number;
   bytesRead: number;
+  /** Each sampled token with its log-probability, when the request asked for them. */
+  logprobs?: TokenLogprob[];
 }
+
+/**
+ * A sampled token of the reply and its log-probability (with the most likely alternatives when
+ * asked). Every sampled token is listed, reasoning and tool-call markup included; the end token
+ * and a forced beginning (fed, not sampled) are not.
+ */
+export interface TokenLogprob {
+  token: number;
+  logprob: number;
+  top: { token: number; logprob: number }[];
+}
+
+/** What a turn yields as it runs: the reply's pieces, and each token's log-probability when asked. */
+export type TurnEvent = ReplyEvent | { kind: 'logprob'; entry: TokenLogprob };
 
 /** A turn rendered and checked against the context, ready to run. */
 export interface PreparedTurn {
@@ -173,7 +189,7 @@ export class Host {
    * Run one turn (the caller holds the queue): yields the reply's pieces as they stream, returns
    * the whole. `signal` stops it within one token.
    */
-  async *turn(turn: PreparedTurn, signal: AbortSignal): AsyncGenerator<ReplyEvent, TurnResult> {
+  async *turn(turn: PreparedTurn, signal: AbortSignal): AsyncGenerator<TurnEvent, TurnResult> {
     const { req, ids, reasoningFirst, maxTokens, constraint, endTokens } = turn;
     const format = this.model.chatFormat();
     const session = (this.session ??= this.model.newSession());
@@ -192,12 +208,21 @@ export class Host {
       stopTokens: endTokens,
     });
     let result: GenerationResult | undefined;
+    const ends = new Set([...endTokens, ...(endId !== undefined ? [endId] : [])]);
+    const logprobs: TokenLogprob[] | undefined = req.sampling.logprobs ? [] : undefined;
     try {
       for (;;) {
         const step = await gen.next();
         if (step.done) {
           result = step.value;
           break;
+        }
+        const { token, logprob, top } = step.value;
+        if (logprobs && token >= 0 && !ends.has(token)) {
+          // before the step's text, so a stream can send it with the piece it belongs to
+          const entry = { token, logprob, top: top ?? [] };
+          logprobs.push(entry);
+          yield { kind: 'logprob', entry };
         }
         if (step.value.text) for (const ev of parser.push(step.value.text)) yield ev;
         // the forward pass never gives the event loop a turn by itself: without this, streamed
@@ -227,6 +252,7 @@ export class Host {
       hits: after.hits - before.hits,
       misses: after.misses - before.misses,
       bytesRead: after.bytesRead - before.bytesRead,
+      ...(logprobs ? { logprobs } : {}),
     };
   }
 

@@ -73,6 +73,8 @@ export const ChatCompletionBody = z.object({
   seed: z.number().int().nullish(),
   stop: z.union([z.string(), z.array(z.string()).max(16)]).nullish(),
   n: z.number().int().min(1).max(1, 'n must be 1: one reply per request').nullish(),
+  logprobs: z.boolean().nullish(),
+  top_logprobs: z.number().int().min(0).max(20).nullish(),
   tools: z.array(Tool).max(128).nullish(),
   tool_choice: z.union([z.enum(['none', 'auto', 'required']), z.object({ type: z.literal('function'), function: z.object({ name: z.string() }) })]).nullish(),
   parallel_tool_calls: z.boolean().nullish(),
@@ -202,6 +204,11 @@ export function chatTurn(b: ChatCompletionBody): TurnRequest {
   // any integer a client sends is a valid seed: keep its low 32 bits
   if (b.seed != null) sampling.seed = Number(BigInt.asUintN(32, BigInt(b.seed)));
   if (stop.length) sampling.stop = stop;
+  if (b.top_logprobs != null && !b.logprobs) throw badRequest('top_logprobs: logprobs must be true when top_logprobs is set', 'top_logprobs');
+  if (b.logprobs) {
+    sampling.logprobs = true;
+    sampling.topLogprobs = b.top_logprobs ?? 0;
+  }
   const maxTokens = b.max_completion_tokens ?? b.max_tokens ?? undefined;
   return {
     messages,

@@ -1,9 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import type { Context, Hono } from 'hono';
 import { streamSSE } from 'hono/streaming';
-import type { ReplyEvent } from '../generate/reply.js';
 import { ApiError, openaiErrorBody } from './errors.js';
-import { Host, type TurnResult } from './host.js';
+import { Host, type TokenLogprob, type TurnEvent, type TurnResult } from './host.js';
 import { ChatCompletionBody, chatTurn, parseBody } from './openai-request.js';
 import { STALL_MS, type TurnLog, asApiError, holdEngine, queuedTurn, refuseIfBusy, streamAbort, streamTurn, wasteStats, writeOrAbort } from './run-turn.js';
 import type { RouteEnv } from './server.js';
@@ -14,6 +13,17 @@ const usage = (r: TurnResult) => ({
   total_tokens: r.promptTokens + r.completionTokens,
   completion_tokens_details: { reasoning_tokens: 0 },
 });
+
+/** OpenAI's logprobs object: a token's text, its UTF-8 bytes and log-probability, and alternatives. */
+function logprobsOf(host: Host, entries: TokenLogprob[]) {
+  const tok = host.model.tokenizer();
+  const utf8 = new TextDecoder();
+  const one = (token: number, logprob: number) => {
+    const bytes = tok.tokenBytes(token);
+    return { token: utf8.decode(bytes), logprob, bytes: [...bytes] };
+  };
+  return { content: entries.map((e) => ({ ...one(e.token, e.logprob), top_logprobs: e.top.map((t) => one(t.token, t.logprob)) })), refusal: null };
+}
 
 const toolCalls = (r: TurnResult) => r.toolCalls.map((c) => ({ id: c.id, type: 'function' as const, function: { name: c.name, arguments: c.arguments } }));
 
@@ -73,7 +83,7 @@ export function openaiRoutes(app: Hono<RouteEnv>, host: Host): void {
               ...(r.reasoning ? { reasoning_content: r.reasoning } : {}),
               ...(r.toolCalls.length ? { tool_calls: toolCalls(r) } : {}),
             },
-            logprobs: null,
+            logprobs: r.logprobs ? logprobsOf(host, r.logprobs) : null,
             finish_reason: r.finish === 'aborted' ? 'stop' : r.finish,
           },
         ],
@@ -83,21 +93,22 @@ export function openaiRoutes(app: Hono<RouteEnv>, host: Host): void {
     }
 
     const finished = await holdEngine(host, c.get('client'), signal, log);
-    const chunk = (delta: Record<string, unknown>, finish: string | null = null) => ({
-      id,
-      object: 'chat.completion.chunk',
-      created,
-      model,
-      choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }],
-    });
+    // log-probabilities arrive before the text of their token and ride on the next chunk sent
+    let pending: TokenLogprob[] = [];
+    const chunk = (delta: Record<string, unknown>, finish: string | null = null) => {
+      const logprobs = pending.length ? logprobsOf(host, pending) : null;
+      pending = [];
+      return { id, object: 'chat.completion.chunk', created, model, choices: [{ index: 0, delta, logprobs, finish_reason: finish }] };
+    };
     return streamSSE(c, async (stream) => {
       const ac = streamAbort(stream, signal);
       const send = (o: unknown) => writeOrAbort(stream.writeSSE({ data: JSON.stringify(o) }), STALL_MS, ac);
       try {
         await send(chunk({ role: 'assistant', content: '' }));
-        const r = await streamTurn(host, req, ac.signal, async (e: ReplyEvent) => {
+        const r = await streamTurn(host, req, ac.signal, async (e: TurnEvent) => {
           if (ac.signal.aborted) return;
-          if (e.kind === 'content') await send(chunk({ content: e.text }));
+          if (e.kind === 'logprob') pending.push(e.entry);
+          else if (e.kind === 'content') await send(chunk({ content: e.text }));
           else if (e.kind === 'reasoning') await send(chunk({ reasoning_content: e.text }));
           else if (e.kind === 'call') await send(chunk({ tool_calls: [{ index: e.index, id: e.id, type: 'function', function: { name: e.name, arguments: '' } }] }));
           else await send(chunk({ tool_calls: [{ index: e.index, function: { arguments: e.text } }] }));

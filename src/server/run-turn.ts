@@ -1,7 +1,6 @@
 import { WasteError } from '../util/errors.js';
 import { ApiError } from './errors.js';
-import type { Host, PreparedTurn, TurnResult } from './host.js';
-import type { ReplyEvent } from '../generate/reply.js';
+import type { Host, PreparedTurn, TurnEvent, TurnResult } from './host.js';
 import { QueueFull } from './queue.js';
 
 /** What the request log line reports of a turn. */
@@ -121,7 +120,7 @@ export async function collectTurn(host: Host, req: PreparedTurn, signal: AbortSi
 }
 
 /** Run a turn, handing each piece of the reply to `onEvent` as it streams. */
-export async function streamTurn(host: Host, req: PreparedTurn, signal: AbortSignal, onEvent: (e: ReplyEvent) => Promise<void> | void): Promise<TurnResult> {
+export async function streamTurn(host: Host, req: PreparedTurn, signal: AbortSignal, onEvent: (e: TurnEvent) => Promise<void> | void): Promise<TurnResult> {
   const it = host.turn(req, signal);
   for (;;) {
     const r = await it.next();
