@@ -88,6 +88,21 @@ describe('sampler', () => {
     assert.throws(() => new Sampler({ temperature: -1 }), /temperature must be in 0\.\.100/);
     assert.throws(() => new Sampler({ topP: 0 }), /top-p must be above 0/);
   });
+
+  it('a logit bias moves tokens by id: -100 bans, 100 forces, the reported logprob stays the model\'s', () => {
+    assert.equal(new Sampler({ logitBias: { 1: -100 } }).sample(logits).token, 2);
+    const forced = new Sampler({ logitBias: { 3: 100 } }).sample(logits);
+    assert.equal(forced.token, 3);
+    assert.ok(Math.abs(forced.logprob - (logits[3] - Math.log(logits.reduce((t, x) => t + Math.exp(x), 0)))) < 1e-6);
+    // drawn, not only greedy: a banned token never comes up
+    const s = new Sampler({ temperature: 1, seed: 9, logitBias: { 1: -100, 2: -100 } });
+    for (let i = 0; i < 500; i++) assert.ok(![1, 2].includes(s.sample(logits).token));
+    // added after the penalties: 3 / 2 + 1.5 = 3.0 passes token 5's 2.9
+    assert.equal(new Sampler({ repetitionPenalty: 2, logitBias: { 1: 1.5 } }).sample(logits, [1, 2]).token, 1);
+    assert.throws(() => new Sampler({ logitBias: { 1: 101 } }), /logit bias of token 1 must be in -100\.\.100/);
+    assert.throws(() => new Sampler({ logitBias: { ['x' as unknown as number]: 1 } }), /"x" is not a token id/);
+    assert.throws(() => new Sampler({ logitBias: { 6: 1 } }).sample(logits), /token 6, beyond the vocabulary of 6/);
+  });
 });
 
 describe('stop strings', () => {

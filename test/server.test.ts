@@ -140,6 +140,28 @@ describe('waste serve: the OpenAI-compatible API on the demo model', () => {
     assert.equal(plain.choices[0].logprobs, null);
   });
 
+  it('logit_bias bans and forces tokens by id', async () => {
+    const base = { model: 'demo', messages: user('It was a dark'), max_tokens: 4, temperature: 0, repetition_penalty: 1, logprobs: true, top_logprobs: 2 };
+    const first = (await client.chat.completions.create(base)).choices[0].logprobs!.content![0];
+    const m = await Model.open(DEMO);
+    let taken: number;
+    let runnerUp: number;
+    try {
+      const tok = m.tokenizer();
+      const idOf = (bytes: number[]) => Array.from({ length: m.config.vocab }, (_, i) => i).find((i) => Buffer.from(tok.tokenBytes(i)).equals(Buffer.from(bytes)))!;
+      taken = idOf(first.bytes!);
+      runnerUp = idOf(first.top_logprobs[1].bytes!);
+    } finally {
+      await m.close();
+    }
+    const banned = (await client.chat.completions.create({ ...base, logit_bias: { [taken]: -100 } })).choices[0].logprobs!.content![0];
+    assert.notDeepEqual(banned.bytes, first.bytes);
+    assert.deepEqual(banned.bytes, first.top_logprobs[1].bytes, 'the runner-up takes its place');
+    const forced = (await client.chat.completions.create({ ...base, logit_bias: { [runnerUp]: 100 } })).choices[0].logprobs!.content!;
+    assert.equal(forced.length, 4);
+    for (const e of forced) assert.deepEqual(e.bytes, first.top_logprobs[1].bytes);
+  });
+
   it('calls a required tool with arguments that validate against its schema, and takes the result back', async () => {
     const r = await client.chat.completions.create({ model: 'demo', messages: user('What is the weather in Nantucket?'), tools: [WEATHER, CLOCK], tool_choice: 'required', max_tokens: 600, temperature: 0.7, seed: 3 });
     const choice = r.choices[0];
@@ -271,6 +293,9 @@ describe('waste serve: the OpenAI-compatible API on the demo model', () => {
       ['n > 1', { json: { messages: user('x'), n: 2 } }, /n must be 1/],
       ['top_logprobs without logprobs', { json: { messages: user('x'), top_logprobs: 2 } }, /logprobs must be true/],
       ['top_logprobs out of range', { json: { messages: user('x'), logprobs: true, top_logprobs: 21 } }, /top_logprobs/],
+      ['logit_bias key not a token id', { json: { messages: user('x'), logit_bias: { abc: 1 } } }, /logit_bias.*token ids/],
+      ['logit_bias value out of range', { json: { messages: user('x'), logit_bias: { 5: 101 } } }, /logit_bias/],
+      ['logit_bias beyond the vocabulary', { json: { messages: user('x'), logit_bias: { 999999: 1 } } }, /token 999999 is beyond this model's vocabulary of \d+/],
       ['bad role', { json: { messages: [{ role: 'wizard', content: 'x' }] } }, /messages/],
       ['image part', { json: { messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'x' } }] }] } }, /only text parts/],
       ['unenforceable schema', { json: { messages: user('x'), response_format: { type: 'json_schema', json_schema: { name: 'n', schema: { type: 'string', pattern: '^a' } } } } }, /pattern/],

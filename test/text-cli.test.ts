@@ -83,6 +83,21 @@ describe('CLI: text in, text out', () => {
     assert.match(bad.err, /--logprobs goes with --json/);
   });
 
+  it('run --logit-bias bans and forces tokens by id', () => {
+    const plain = JSON.parse(waste(['run', model, 'the dog', '--raw', '-n', '3', '--json', '--logprobs', '2']).out);
+    const [first, second] = plain.logprobs[0].top.map((a: { id: number }) => a.id);
+    const banned = JSON.parse(waste(['run', model, 'the dog', '--raw', '-n', '3', '--json', '--logit-bias', `${first}=-100`]).out);
+    assert.equal(banned.tokens[0], second);
+    const forced = JSON.parse(waste(['run', model, 'the dog', '--raw', '-n', '3', '--json', '--logit-bias', `${first}=-100`, '--logit-bias', '7=100']).out);
+    assert.deepEqual(forced.tokens, [7, 7, 7]);
+    const bad = waste(['run', model, 'the dog', '--logit-bias', '7']);
+    assert.equal(bad.code, 2);
+    assert.match(bad.err, /expected ID=BIAS/);
+    const beyond = waste(['run', model, 'the dog', '--raw', '--logit-bias', '99999=1']);
+    assert.notEqual(beyond.code, 0);
+    assert.match(beyond.err, /token 99999, beyond the vocabulary of 300/);
+  });
+
   it('eval lists the most likely next tokens, their probabilities summing below 1', () => {
     const j = JSON.parse(waste(['eval', model, 'the dog', '--top', '5', '--json']).out);
     assert.equal(j.top.length, 5);

@@ -16,6 +16,7 @@ export interface GenerateFlags {
   frequencyPenalty: number;
   seed: number;
   stop: string[];
+  logitBias: Record<number, number>;
 }
 
 function floatArg(min: number, max: number) {
@@ -38,7 +39,15 @@ export function addGenerateOptions(cmd: Command): Command {
     .option('--presence-penalty <x>', "subtract x from the logits of tokens already in the reply (OpenAI's presence_penalty)", floatArg(-2, 2), 0)
     .option('--frequency-penalty <x>', 'subtract x × count from the logits of tokens already in the reply', floatArg(-2, 2), 0)
     .option('--seed <n>', 'random seed (the same seed, prompt and model give the same text)', intArg(0, 2 ** 32 - 1), 0)
-    .option('--stop <text>', 'stop when the reply produces this text (repeatable)', (v: string, prev: string[]) => [...prev, v], [] as string[]);
+    .option('--stop <text>', 'stop when the reply produces this text (repeatable)', (v: string, prev: string[]) => [...prev, v], [] as string[])
+    .option('--logit-bias <id=bias>', 'add bias (-100..100) to token id\'s logit: -100 all but bans it, 100 all but forces it (repeatable)', biasArg, {} as Record<number, number>);
+}
+
+function biasArg(value: string, prev: Record<number, number>): Record<number, number> {
+  const m = /^(\d{1,9})=(.+)$/.exec(value.trim());
+  const bias = m ? floatArg(-100, 100)(m[2]) : NaN;
+  if (!m) throw new InvalidArgumentError('expected ID=BIAS, a token id and a number between -100 and 100');
+  return { ...prev, [Number(m[1])]: bias };
 }
 
 /** Which flag sets each option (the model's generation_config.json fills the ones left at their default). */
@@ -68,6 +77,7 @@ export function generateOptions(f: GenerateFlags, cmd?: Command): GenerateOption
     frequencyPenalty: f.frequencyPenalty,
     seed: f.seed,
     stop: f.stop,
+    ...(Object.keys(f.logitBias ?? {}).length ? { logitBias: f.logitBias } : {}),
   };
   if (cmd) for (const [key, flag] of Object.entries(FLAG_OF)) if (cmd.getOptionValueSource(flag) === 'default') delete (all as Record<string, unknown>)[key];
   return all;

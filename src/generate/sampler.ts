@@ -21,6 +21,11 @@ export interface SamplingOptions {
   presencePenalty?: number;
   /** Subtract this × its count from the logit of every token generated so far (frequency_penalty). */
   frequencyPenalty?: number;
+  /**
+   * Added to these tokens' logits after the penalties (OpenAI's logit_bias, by token id): -100..100,
+   * where -100 all but bans a token and 100 all but forces it.
+   */
+  logitBias?: Record<number, number>;
   seed?: number;
 }
 
@@ -42,6 +47,7 @@ export class Sampler {
   private readonly repetition: number;
   private readonly presence: number;
   private readonly frequency: number;
+  private readonly bias: [number, number][];
 
   constructor(opts: SamplingOptions = {}) {
     const num = (v: number | undefined, def: number, lo: number, hi: number, what: string) => {
@@ -58,6 +64,11 @@ export class Sampler {
     this.repetition = num(opts.repetitionPenalty, 1, 0.01, 100, 'repetition penalty');
     this.presence = num(opts.presencePenalty, 0, -2, 2, 'presence penalty');
     this.frequency = num(opts.frequencyPenalty, 0, -2, 2, 'frequency penalty');
+    this.bias = Object.entries(opts.logitBias ?? {}).map(([k, v]) => {
+      const id = Number(k);
+      if (!(/^\d+$/.test(k) && Number.isSafeInteger(id))) throw new WasteError('E_ARG', `logit bias: "${k}" is not a token id`);
+      return [id, num(v, 0, -100, 100, `logit bias of token ${id}`)];
+    });
     const seed = opts.seed ?? 0;
     if (!(Number.isInteger(seed) && seed >= 0 && seed < 2 ** 32)) throw new WasteError('E_ARG', `seed must be an integer in 0..${2 ** 32 - 1} (got ${seed})`);
     this.rng = new Rng(seed);
@@ -72,7 +83,7 @@ export class Sampler {
     const V = logits.length;
     const lse = logSumExp(logits);
     let adj: Float32Array | Float64Array = logits;
-    if (this.repetition !== 1 || this.presence !== 0 || this.frequency !== 0) {
+    if (this.repetition !== 1 || this.presence !== 0 || this.frequency !== 0 || this.bias.length) {
       const a = Float64Array.from(logits);
       if (this.repetition !== 1) {
         const seen = new Set<number>();
@@ -83,6 +94,10 @@ export class Sampler {
         const count = new Map<number, number>();
         for (let i = 0; i < generated.length; i++) count.set(generated[i], (count.get(generated[i]) ?? 0) + 1);
         for (const [t, n] of count) if (t >= 0 && t < V) a[t] -= this.presence + this.frequency * n;
+      }
+      for (const [t, b] of this.bias) {
+        if (t >= V) throw new WasteError('E_ARG', `logit bias names token ${t}, beyond the vocabulary of ${V}`);
+        a[t] += b;
       }
       adj = a;
     }

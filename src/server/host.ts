@@ -153,6 +153,9 @@ export class Host {
    * that cannot run gets its 400 at once, streaming or not.
    */
   prepare(req: TurnRequest): PreparedTurn {
+    const vocab = this.model.config.vocab;
+    for (const id of Object.keys(req.sampling.logitBias ?? {}))
+      if (Number(id) >= vocab) throw badRequest(`logit_bias: token ${id} is beyond this model's vocabulary of ${vocab}`, 'logit_bias');
     const { ids, reasoningFirst } = this.prompt(req);
     const format = this.model.chatFormat();
     const tok = this.model.tokenizer();

@@ -74,6 +74,7 @@ export const ChatCompletionBody = z.object({
   stop: z.union([z.string(), z.array(z.string()).max(16)]).nullish(),
   n: z.number().int().min(1).max(1, 'n must be 1: one reply per request').nullish(),
   logprobs: z.boolean().nullish(),
+  logit_bias: z.record(z.string(), z.number().min(-100).max(100)).nullish(),
   top_logprobs: z.number().int().min(0).max(20).nullish(),
   tools: z.array(Tool).max(128).nullish(),
   tool_choice: z.union([z.enum(['none', 'auto', 'required']), z.object({ type: z.literal('function'), function: z.object({ name: z.string() }) })]).nullish(),
@@ -204,6 +205,11 @@ export function chatTurn(b: ChatCompletionBody): TurnRequest {
   // any integer a client sends is a valid seed: keep its low 32 bits
   if (b.seed != null) sampling.seed = Number(BigInt.asUintN(32, BigInt(b.seed)));
   if (stop.length) sampling.stop = stop;
+  if (b.logit_bias) {
+    if (Object.keys(b.logit_bias).length > 1024) throw badRequest('logit_bias: at most 1024 tokens', 'logit_bias');
+    for (const k of Object.keys(b.logit_bias)) if (!/^\d{1,9}$/.test(k)) throw badRequest(`logit_bias: keys must be token ids (got "${k.slice(0, 40)}")`, 'logit_bias');
+    sampling.logitBias = Object.fromEntries(Object.entries(b.logit_bias).map(([k, v]) => [Number(k), v]));
+  }
   if (b.top_logprobs != null && !b.logprobs) throw badRequest('top_logprobs: logprobs must be true when top_logprobs is set', 'top_logprobs');
   if (b.logprobs) {
     sampling.logprobs = true;
