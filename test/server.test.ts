@@ -162,6 +162,67 @@ describe('waste serve: the OpenAI-compatible API on the demo model', () => {
     for (const e of forced) assert.deepEqual(e.bytes, first.top_logprobs[1].bytes);
   });
 
+  it('completes raw text on /v1/completions as the library does, and scores an echoed prompt exactly', async () => {
+    const opts = { temperature: 0, repetition_penalty: 1 };
+    const r = await client.completions.create({ model: 'demo', prompt: 'It was a dark', max_tokens: 8, ...opts });
+    assert.equal(r.object, 'text_completion');
+    const m = await Model.open(DEMO);
+    let ids: number[];
+    let rows: Float32Array;
+    try {
+      const s = m.newSession();
+      let lib = '';
+      for await (const t of s.generate('It was a dark', { maxTokens: 8, temperature: 0, repetitionPenalty: 1 })) lib += t.text;
+      assert.equal(r.choices[0].text, lib);
+      s.close();
+      ids = m.tokenize('It was a dark');
+      rows = await m.newSession().forward(ids, { allLogits: true });
+    } finally {
+      await m.close();
+    }
+    // the prompt as ids gives the same completion
+    const byIds = await client.completions.create({ model: 'demo', prompt: ids, max_tokens: 8, ...opts });
+    assert.equal(byIds.choices[0].text, r.choices[0].text);
+    // scoring: echo, max_tokens 0, logprobs
+    const scored = await client.completions.create({ model: 'demo', prompt: 'It was a dark', max_tokens: 0, echo: true, logprobs: 2 });
+    const lp = scored.choices[0].logprobs!;
+    assert.equal(scored.choices[0].text, 'It was a dark');
+    assert.equal(lp.tokens!.length, ids.length);
+    assert.equal(lp.tokens!.join(''), 'It was a dark');
+    assert.equal(lp.token_logprobs![0], null);
+    assert.equal(lp.top_logprobs![0], null);
+    const V = rows.length / ids.length;
+    for (let k = 1; k < ids.length; k++) {
+      const row = rows.subarray((k - 1) * V, k * V);
+      let max = -Infinity;
+      for (const x of row) max = Math.max(max, x);
+      let sum = 0;
+      for (const x of row) sum += Math.exp(x - max);
+      assert.ok(Math.abs(lp.token_logprobs![k]! - (row[ids[k]] - max - Math.log(sum))) < 1e-5, `token ${k}`);
+      assert.equal(Object.keys(lp.top_logprobs![k]!).length <= 2, true);
+    }
+    assert.deepEqual(lp.text_offset, lp.tokens!.map((_, k) => lp.tokens!.slice(0, k).join('').length));
+    // echo with a completion: the prompt's tokens, then the completion's, streamed the same
+    const req = { model: 'demo', prompt: 'It was a dark', max_tokens: 6, echo: true, logprobs: 1, ...opts };
+    const whole = await client.completions.create(req);
+    assert.ok(whole.choices[0].text.startsWith('It was a dark' + r.choices[0].text.slice(0, 3)));
+    const wl = whole.choices[0].logprobs!;
+    assert.equal(wl.tokens!.length, ids.length + whole.usage!.completion_tokens - (whole.choices[0].finish_reason === 'stop' ? 1 : 0));
+    let text = '';
+    const streamed: string[] = [];
+    const streamedLp: (number | null)[] = [];
+    for await (const ch of await client.completions.create({ ...req, stream: true })) {
+      for (const c of ch.choices) {
+        text += c.text;
+        streamed.push(...(c.logprobs?.tokens ?? []));
+        streamedLp.push(...(c.logprobs?.token_logprobs ?? []));
+      }
+    }
+    assert.equal(text, whole.choices[0].text);
+    assert.deepEqual(streamed, wl.tokens);
+    assert.deepEqual(streamedLp, wl.token_logprobs);
+  });
+
   it('calls a required tool with arguments that validate against its schema, and takes the result back', async () => {
     const r = await client.chat.completions.create({ model: 'demo', messages: user('What is the weather in Nantucket?'), tools: [WEATHER, CLOCK], tool_choice: 'required', max_tokens: 600, temperature: 0.7, seed: 3 });
     const choice = r.choices[0];
@@ -306,6 +367,21 @@ describe('waste serve: the OpenAI-compatible API on the demo model', () => {
       ['a body nested too deep', { body: `{"messages":[{"role":"user","content":"x"}],"metadata":${'['.repeat(5000)}${']'.repeat(5000)}}` }, /deeper than 128/],
       ['a template variable the server sets', { json: { messages: user('x'), chat_template_kwargs: { tools: ['<|im_end|>'] } } }, /may not set "tools"/],
     ];
+    const completions = `${server.url}/v1/completions`;
+    const legacy: [string, unknown, RegExp][] = [
+      ['suffix', { prompt: 'x', suffix: 'y' }, /suffix: insertion is not supported/],
+      ['max_tokens 0 without echo', { prompt: 'x', max_tokens: 0 }, /goes with echo/],
+      ['no prompt', { prompt: [] }, /prompt/],
+      ['two prompts', { prompt: ['a', 'b'] }, /one prompt per request/],
+      ['a token beyond the vocabulary', { prompt: [1, 99999999] }, /token 99999999 is beyond this model's vocabulary/],
+      ['logprobs out of range', { prompt: 'x', logprobs: 21 }, /logprobs/],
+      ['an empty text prompt', { prompt: '' }, /nothing to complete/],
+    ];
+    for (const [what, body, re] of legacy) {
+      const r = await raw(completions, { json: body });
+      assert.equal(r.status, 400, `${what}: ${JSON.stringify(r.body)}`);
+      assert.match(r.body.error.message, re, what);
+    }
     for (const [what, init, re] of cases) {
       const r = await raw(url, init);
       assert.equal(r.status, 400, `${what}: ${JSON.stringify(r.body)}`);

@@ -112,6 +112,11 @@ export class Host {
     this.queue = new FairQueue(opts.queueLimit);
   }
 
+  /** The engine's one session, shared by every turn (a turn picks up where the last one left off). */
+  engineSession(): Session {
+    return (this.session ??= this.model.newSession());
+  }
+
   get contextLength(): number {
     return this.model.net.maxContext;
   }
@@ -195,7 +200,7 @@ export class Host {
   async *turn(turn: PreparedTurn, signal: AbortSignal): AsyncGenerator<TurnEvent, TurnResult> {
     const { req, ids, reasoningFirst, maxTokens, constraint, endTokens } = turn;
     const format = this.model.chatFormat();
-    const session = (this.session ??= this.model.newSession());
+    const session = this.engineSession();
     // at least one new token: the reply needs the logits after the last prompt token
     const { fresh } = session.resume(ids, 1);
     const endId = this.model.tokenizer().specialId(format.assistantEnd);

@@ -56,13 +56,8 @@ const ResponseFormat = z.discriminatedUnion('type', [
 
 const Effort = z.enum(['none', 'minimal', 'low', 'medium', 'high', 'max']);
 
-export const ChatCompletionBody = z.object({
-  model: z.string().optional(),
-  messages: z.array(Message).min(1, 'messages must hold at least one message'),
-  stream: z.boolean().nullish(),
-  stream_options: z.object({ include_usage: z.boolean().optional() }).nullish(),
-  max_tokens: z.number().int().min(1).nullish(),
-  max_completion_tokens: z.number().int().min(1).nullish(),
+/** The sampling fields both OpenAI endpoints take. */
+export const SamplingFields = z.object({
   temperature: z.number().min(0).max(2).nullish(),
   top_p: z.number().gt(0).max(1).nullish(),
   top_k: z.number().int().min(0).nullish(),
@@ -72,9 +67,19 @@ export const ChatCompletionBody = z.object({
   repetition_penalty: z.number().min(0.01).max(100).nullish(),
   seed: z.number().int().nullish(),
   stop: z.union([z.string(), z.array(z.string()).max(16)]).nullish(),
+  logit_bias: z.record(z.string(), z.number().min(-100).max(100)).nullish(),
+});
+
+export const ChatCompletionBody = z.object({
+  model: z.string().optional(),
+  messages: z.array(Message).min(1, 'messages must hold at least one message'),
+  stream: z.boolean().nullish(),
+  stream_options: z.object({ include_usage: z.boolean().optional() }).nullish(),
+  max_tokens: z.number().int().min(1).nullish(),
+  max_completion_tokens: z.number().int().min(1).nullish(),
+  ...SamplingFields.shape,
   n: z.number().int().min(1).max(1, 'n must be 1: one reply per request').nullish(),
   logprobs: z.boolean().nullish(),
-  logit_bias: z.record(z.string(), z.number().min(-100).max(100)).nullish(),
   top_logprobs: z.number().int().min(0).max(20).nullish(),
   tools: z.array(Tool).max(128).nullish(),
   tool_choice: z.union([z.enum(['none', 'auto', 'required']), z.object({ type: z.literal('function'), function: z.object({ name: z.string() }) })]).nullish(),
@@ -153,6 +158,29 @@ export function toolDecls(tools: z.infer<typeof Tool>[] | null | undefined): Too
   return out;
 }
 
+/** The sampling options of a request, in the engine's terms. */
+export function samplingOf(b: z.infer<typeof SamplingFields>): TurnRequest['sampling'] {
+  const stop = typeof b.stop === 'string' ? [b.stop] : (b.stop ?? []);
+  if (stop.some((s) => s === '')) throw badRequest('stop: an empty stop string', 'stop');
+  const sampling: TurnRequest['sampling'] = {};
+  if (b.temperature != null) sampling.temperature = b.temperature;
+  if (b.top_p != null) sampling.topP = b.top_p;
+  if (b.top_k != null) sampling.topK = b.top_k;
+  if (b.min_p != null) sampling.minP = b.min_p;
+  if (b.presence_penalty != null) sampling.presencePenalty = b.presence_penalty;
+  if (b.frequency_penalty != null) sampling.frequencyPenalty = b.frequency_penalty;
+  if (b.repetition_penalty != null) sampling.repetitionPenalty = b.repetition_penalty;
+  // any integer a client sends is a valid seed: keep its low 32 bits
+  if (b.seed != null) sampling.seed = Number(BigInt.asUintN(32, BigInt(b.seed)));
+  if (stop.length) sampling.stop = stop;
+  if (b.logit_bias) {
+    if (Object.keys(b.logit_bias).length > 1024) throw badRequest('logit_bias: at most 1024 tokens', 'logit_bias');
+    for (const k of Object.keys(b.logit_bias)) if (!/^\d{1,9}$/.test(k)) throw badRequest(`logit_bias: keys must be token ids (got "${k.slice(0, 40)}")`, 'logit_bias');
+    sampling.logitBias = Object.fromEntries(Object.entries(b.logit_bias).map(([k, v]) => [Number(k), v]));
+  }
+  return sampling;
+}
+
 /** A chat completion request as a turn for the engine. */
 export function chatTurn(b: ChatCompletionBody): TurnRequest {
   const messages: ChatMessage[] = b.messages.map((m, i) => {
@@ -192,24 +220,7 @@ export function chatTurn(b: ChatCompletionBody): TurnRequest {
   }
   const reasoning = reasoningOf(b.reasoning_effort ?? b.reasoning?.effort, b.thinking);
   const budget = b.thinking_budget_tokens ?? b.reasoning?.max_tokens ?? (typeof b.thinking === 'object' ? b.thinking?.budget_tokens : undefined);
-  const stop = typeof b.stop === 'string' ? [b.stop] : (b.stop ?? []);
-  if (stop.some((s) => s === '')) throw badRequest('stop: an empty stop string', 'stop');
-  const sampling: TurnRequest['sampling'] = {};
-  if (b.temperature != null) sampling.temperature = b.temperature;
-  if (b.top_p != null) sampling.topP = b.top_p;
-  if (b.top_k != null) sampling.topK = b.top_k;
-  if (b.min_p != null) sampling.minP = b.min_p;
-  if (b.presence_penalty != null) sampling.presencePenalty = b.presence_penalty;
-  if (b.frequency_penalty != null) sampling.frequencyPenalty = b.frequency_penalty;
-  if (b.repetition_penalty != null) sampling.repetitionPenalty = b.repetition_penalty;
-  // any integer a client sends is a valid seed: keep its low 32 bits
-  if (b.seed != null) sampling.seed = Number(BigInt.asUintN(32, BigInt(b.seed)));
-  if (stop.length) sampling.stop = stop;
-  if (b.logit_bias) {
-    if (Object.keys(b.logit_bias).length > 1024) throw badRequest('logit_bias: at most 1024 tokens', 'logit_bias');
-    for (const k of Object.keys(b.logit_bias)) if (!/^\d{1,9}$/.test(k)) throw badRequest(`logit_bias: keys must be token ids (got "${k.slice(0, 40)}")`, 'logit_bias');
-    sampling.logitBias = Object.fromEntries(Object.entries(b.logit_bias).map(([k, v]) => [Number(k), v]));
-  }
+  const sampling = samplingOf(b);
   if (b.top_logprobs != null && !b.logprobs) throw badRequest('top_logprobs: logprobs must be true when top_logprobs is set', 'top_logprobs');
   if (b.logprobs) {
     sampling.logprobs = true;

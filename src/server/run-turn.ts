@@ -68,15 +68,29 @@ export function asApiError(e: unknown): ApiError {
   return new ApiError(500, `internal error: ${(e as Error)?.message ?? String(e)}`, 'server_error', 'internal_error');
 }
 
+/** Work run once the engine is free (the wait logged), the engine given back when it ends. */
+export function queuedWork<T>(host: Host, client: string, signal: AbortSignal, log: TurnLog, work: () => Promise<T>): Promise<T> {
+  const t0 = performance.now();
+  return withEngine(host, client, signal, () => {
+    log.waitedSeconds = (performance.now() - t0) / 1000;
+    return work();
+  });
+}
+
 /** A turn run to its end once the engine is free, its reply collected and logged. */
 export async function queuedTurn(host: Host, client: string, signal: AbortSignal, turn: PreparedTurn, log: TurnLog): Promise<TurnResult> {
-  const t0 = performance.now();
-  const r = await withEngine(host, client, signal, () => {
-    log.waitedSeconds = (performance.now() - t0) / 1000;
-    return collectTurn(host, turn, signal);
-  });
+  const r = await queuedWork(host, client, signal, log, () => collectTurn(host, turn, signal));
   log.result = r;
   return r;
+}
+
+/** Drain a generator, handing each value to `onEvent`, and return what it returns. */
+export async function drain<E, R>(it: AsyncGenerator<E, R>, onEvent: (e: E) => Promise<void> | void = () => {}): Promise<R> {
+  for (;;) {
+    const r = await it.next();
+    if (r.done) return r.value;
+    await onEvent(r.value);
+  }
 }
 
 /**
@@ -111,22 +125,13 @@ export function streamAbort(stream: { onAbort(f: () => void): void }, signal: Ab
 }
 
 /** Run a turn to its end, collecting the reply. */
-export async function collectTurn(host: Host, req: PreparedTurn, signal: AbortSignal): Promise<TurnResult> {
-  const it = host.turn(req, signal);
-  for (;;) {
-    const r = await it.next();
-    if (r.done) return r.value;
-  }
+export function collectTurn(host: Host, req: PreparedTurn, signal: AbortSignal): Promise<TurnResult> {
+  return drain(host.turn(req, signal));
 }
 
 /** Run a turn, handing each piece of the reply to `onEvent` as it streams. */
-export async function streamTurn(host: Host, req: PreparedTurn, signal: AbortSignal, onEvent: (e: TurnEvent) => Promise<void> | void): Promise<TurnResult> {
-  const it = host.turn(req, signal);
-  for (;;) {
-    const r = await it.next();
-    if (r.done) return r.value;
-    await onEvent(r.value);
-  }
+export function streamTurn(host: Host, req: PreparedTurn, signal: AbortSignal, onEvent: (e: TurnEvent) => Promise<void> | void): Promise<TurnResult> {
+  return drain(host.turn(req, signal), onEvent);
 }
 
 /** The engine figures a response carries besides the reply (`waste` in our JSON). */

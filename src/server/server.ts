@@ -8,6 +8,7 @@ import { type OpenOptions, Model } from '../engine.js';
 import { ApiError, anthropicErrorBody, badRequest, openaiErrorBody } from './errors.js';
 import { Host } from './host.js';
 import { anthropicRoutes } from './anthropic.js';
+import { completionRoutes } from './completions.js';
 import { openaiRoutes } from './openai.js';
 import type { TurnLog } from './run-turn.js';
 import { asApiError } from './run-turn.js';
@@ -171,6 +172,7 @@ export function createApp(host: Host, opts: Pick<ServerOptions, 'apiKey' | 'maxB
   });
 
   openaiRoutes(app, host);
+  completionRoutes(app, host);
   anthropicRoutes(app, host);
   webRoutes(app);
 

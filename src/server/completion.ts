@@ -1,0 +1,170 @@
+import type { GenerateOptions, GenerationResult } from '../generate/generate.js';
+import { topLogprobs } from '../generate/sampler.js';
+import { logSumExp } from '../util/log-sum-exp.js';
+import { ApiError, badRequest } from './errors.js';
+import type { Host, TurnResult } from './host.js';
+
+/** A text completion as OpenAI's legacy API asks for it: text in, text out, no chat template. */
+export interface CompletionRequest {
+  /** Text (tokenized as plain text) or token ids. */
+  prompt: string | number[];
+  /** Return the prompt ahead of the completion (with `logprobs`, its tokens' log-probabilities too). */
+  echo: boolean;
+  /** Each token's log-probability with this many alternatives (0..20); undefined: none. */
+  logprobs?: number;
+  sampling: Omit<GenerateOptions, 'signal' | 'constraint' | 'stopTokens' | 'maxTokens' | 'logprobs' | 'topLogprobs'>;
+  /** Most tokens to generate (default 16, as OpenAI's); 0 with `echo` scores the prompt only. */
+  maxTokens?: number;
+}
+
+export interface PreparedCompletion {
+  req: CompletionRequest;
+  ids: number[];
+  maxTokens: number;
+}
+
+/** A token of the returned text: the first prompt token has no log-probability (nothing precedes it). */
+export interface CompletionToken {
+  token: number;
+  logprob: number | null;
+  top: { token: number; logprob: number }[] | null;
+}
+
+/** A token arrives before its text, so a stream can send it with that text. */
+export type CompletionEvent = { kind: 'text'; text: string } | { kind: 'token'; entry: CompletionToken };
+
+export interface CompletionResult extends TurnResult {
+  text: string;
+  tokens?: CompletionToken[];
+}
+
+/** Rows of prompt logits computed at a time when scoring a prompt (memory: rows × vocabulary floats). */
+const SCORE_CHUNK = 16;
+
+const yieldToLoop = () => new Promise((resolve) => setImmediate(resolve));
+
+/** Tokenize and check a completion request against the model and the server's limits. */
+export function prepareCompletion(host: Host, req: CompletionRequest): PreparedCompletion {
+  const vocab = host.model.config.vocab;
+  const ids = typeof req.prompt === 'string' ? host.model.tokenizer().encode(req.prompt) : req.prompt;
+  for (const id of ids) if (id >= vocab) throw badRequest(`prompt: token ${id} is beyond this model's vocabulary of ${vocab}`, 'prompt');
+  if (!ids.length) throw badRequest('prompt: there is nothing to complete (the prompt has no tokens)', 'prompt');
+  for (const id of Object.keys(req.sampling.logitBias ?? {}))
+    if (Number(id) >= vocab) throw badRequest(`logit_bias: token ${id} is beyond this model's vocabulary of ${vocab}`, 'logit_bias');
+  const asked = Math.min(req.maxTokens ?? 16, host.opts.maxTokens);
+  if (asked === 0 && !req.echo) throw badRequest('max_tokens: 0 generates nothing; it goes with echo (to score the prompt)', 'max_tokens');
+  const limit = host.contextLength;
+  const room = asked > 0 ? 1 : 0;
+  if (ids.length + room > limit)
+    throw new ApiError(400, `the prompt is ${ids.length} tokens and this model's context is ${limit}${room ? ' (with room for at least one token of completion)' : ''}`, 'invalid_request_error', 'context_length_exceeded', 'prompt');
+  return { req, ids, maxTokens: Math.min(asked, limit - ids.length) };
+}
+
+/**
+ * Run a completion (the caller holds the queue): yields its text and tokens as they come, returns
+ * the whole. Scoring an echoed prompt feeds it from the start (every position's logits are needed);
+ * otherwise the session picks up where it left off when the prompt extends what it has seen.
+ */
+export async function* runCompletion(host: Host, prep: PreparedCompletion, signal: AbortSignal): AsyncGenerator<CompletionEvent, CompletionResult> {
+  const { req, ids } = prep;
+  const model = host.model;
+  const tok = model.tokenizer();
+  const V = model.config.vocab;
+  const n = req.logprobs;
+  const session = host.engineSession();
+  const before = model.stats();
+  const eos = new Set(model.config.eosTokenIds);
+  const tokens: CompletionToken[] | undefined = n !== undefined ? [] : undefined;
+  let text = '';
+  let aborted = false;
+  let prefillSeconds = 0;
+  let result: GenerationResult | undefined;
+  const t0 = performance.now();
+  try {
+    let fresh: number[];
+    if (req.echo && tokens) {
+      session.reset();
+      const dec = tok.decoder();
+      const first: CompletionToken = { token: ids[0], logprob: null, top: null };
+      tokens.push(first);
+      yield { kind: 'token', entry: first };
+      const piece = dec.push(ids[0]);
+      text += piece;
+      if (piece) yield { kind: 'text', text: piece };
+      for (let i = 0; i < ids.length && !aborted; i += SCORE_CHUNK) {
+        const chunk = ids.slice(i, i + SCORE_CHUNK);
+        const rows = await session.forward(chunk, { allLogits: true });
+        for (let j = 0; j < chunk.length && i + j + 1 < ids.length; j++) {
+          const row = rows.subarray(j * V, (j + 1) * V);
+          const next = ids[i + j + 1];
+          const entry: CompletionToken = { token: next, logprob: row[next] - logSumExp(row), top: n ? topLogprobs(row, n) : [] };
+          tokens.push(entry);
+          yield { kind: 'token', entry };
+          const p = dec.push(next);
+          text += p;
+          if (p) yield { kind: 'text', text: p };
+        }
+        await yieldToLoop();
+        aborted = signal.aborted;
+      }
+      const tail = dec.flush();
+      text += tail;
+      if (tail) yield { kind: 'text', text: tail };
+      fresh = [];
+      prefillSeconds = (performance.now() - t0) / 1000;
+    } else {
+      fresh = session.resume(ids, 1).fresh;
+      if (req.echo) {
+        const all = tok.decode(ids);
+        text += all;
+        yield { kind: 'text', text: all };
+      }
+    }
+    if (prep.maxTokens > 0 && !aborted) {
+      const gen = session.generate(fresh, { ...req.sampling, maxTokens: prep.maxTokens, signal, ...(n !== undefined ? { logprobs: true, topLogprobs: n } : {}) });
+      try {
+        for (;;) {
+          const step = await gen.next();
+          if (step.done) {
+            result = step.value;
+            break;
+          }
+          const { token, logprob, top } = step.value;
+          if (tokens && token >= 0 && !eos.has(token)) {
+            const entry = { token, logprob, top: top ?? [] };
+            tokens.push(entry);
+            yield { kind: 'token', entry };
+          }
+          if (step.value.text) {
+            text += step.value.text;
+            yield { kind: 'text', text: step.value.text };
+          }
+          await yieldToLoop();
+        }
+      } finally {
+        if (!result) await gen.return(undefined as never);
+      }
+    }
+  } catch (e) {
+    session.reset();
+    throw e;
+  }
+  const after = model.stats();
+  const finish = aborted || result?.finish === 'aborted' ? 'aborted' : result?.finish === 'stop' ? 'stop' : 'length';
+  return {
+    reasoning: '',
+    content: text,
+    toolCalls: [],
+    text,
+    finish,
+    ...(result?.stopString !== undefined ? { stopString: result.stopString } : {}),
+    promptTokens: ids.length,
+    completionTokens: result?.tokens.length ?? 0,
+    prefillSeconds: prefillSeconds + (result?.prefillSeconds ?? 0),
+    generateSeconds: result?.generateSeconds ?? 0,
+    hits: after.hits - before.hits,
+    misses: after.misses - before.misses,
+    bytesRead: after.bytesRead - before.bytesRead,
+    ...(tokens ? { tokens } : {}),
+  };
+}
