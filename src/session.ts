@@ -97,12 +97,17 @@ export class Session {
    * reset first (`reset: true`) and all of `ids` is.
    */
   resume(ids: readonly number[], minNew = 0): { fresh: number[]; reset: boolean } {
+    if (this.continues(ids, minNew)) return { fresh: ids.slice(this.tokens.length), reset: false };
+    this.reset();
+    return { fresh: [...ids], reset: true };
+  }
+
+  /** Whether this session's history is a prefix of `ids` with at least `minNew` tokens after it. */
+  continues(ids: readonly number[], minNew = 0): boolean {
     const h = this.tokens;
     let keep = h.length + minNew <= ids.length;
     for (let i = 0; keep && i < h.length; i++) keep = h[i] === ids[i];
-    if (keep) return { fresh: ids.slice(h.length), reset: false };
-    this.reset();
-    return { fresh: [...ids], reset: true };
+    return keep;
   }
 
   reset(): void {

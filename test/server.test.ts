@@ -223,6 +223,32 @@ describe('waste serve: the OpenAI-compatible API on the demo model', () => {
     assert.deepEqual(streamedLp, wl.token_logprobs);
   });
 
+  it('--sessions keeps conversations apart: each continues where it left off, with the same replies', async () => {
+    const two = await startServer({ model: DEMO, port: 0, sessions: 2, log: false });
+    try {
+      const both = new OpenAI({ baseURL: `${two.url}/v1`, apiKey: 'unused', maxRetries: 0 });
+      const ask = (c: OpenAI, messages: OpenAI.ChatCompletionMessageParam[]) => c.chat.completions.create({ model: 'demo', messages, max_tokens: 12, temperature: 0 });
+      const go = async (c: OpenAI) => {
+        const a1 = await ask(c, user('It was a dark'));
+        const b1 = await ask(c, user('Call me Ishmael.'));
+        const a2 = await ask(c, [...user('It was a dark'), { role: 'assistant', content: a1.choices[0].message.content }, ...user('Go on.')]);
+        const b2 = await ask(c, [...user('Call me Ishmael.'), { role: 'assistant', content: b1.choices[0].message.content }, ...user('Go on.')]);
+        return { a1, a2, b1, b2 };
+      };
+      const kept = await go(both);
+      const one = await go(client);
+      // two sessions: the second turn of each conversation feeds only what is new
+      assert.ok(kept.a2.usage!.prompt_tokens_details!.cached_tokens! >= kept.a1.usage!.prompt_tokens, JSON.stringify(kept.a2.usage));
+      assert.ok(kept.b2.usage!.prompt_tokens_details!.cached_tokens! >= kept.b1.usage!.prompt_tokens, JSON.stringify(kept.b2.usage));
+      // one session: the other conversation took it, so everything is fed again
+      assert.equal(one.a2.usage!.prompt_tokens_details!.cached_tokens, 0);
+      assert.equal(one.b2.usage!.prompt_tokens_details!.cached_tokens, 0);
+      for (const k of ['a1', 'a2', 'b1', 'b2'] as const) assert.equal(kept[k].choices[0].message.content, one[k].choices[0].message.content, k);
+    } finally {
+      await two.close();
+    }
+  });
+
   it('calls a required tool with arguments that validate against its schema, and takes the result back', async () => {
     const r = await client.chat.completions.create({ model: 'demo', messages: user('What is the weather in Nantucket?'), tools: [WEATHER, CLOCK], tool_choice: 'required', max_tokens: 600, temperature: 0.7, seed: 3 });
     const choice = r.choices[0];

@@ -71,7 +71,6 @@ export async function* runCompletion(host: Host, prep: PreparedCompletion, signa
   const tok = model.tokenizer();
   const V = model.config.vocab;
   const n = req.logprobs;
-  const session = host.engineSession();
   const before = model.stats();
   const eos = new Set(model.config.eosTokenIds);
   const tokens: CompletionToken[] | undefined = n !== undefined ? [] : undefined;
@@ -80,13 +79,18 @@ export async function* runCompletion(host: Host, prep: PreparedCompletion, signa
   let prefillSeconds = 0;
   let result: GenerationResult | undefined;
   const t0 = performance.now();
+  // scoring the prompt needs the logits after each of its tokens: it is fed from the start
+  const scoring = req.echo && tokens !== undefined;
+  const picked = host.sessionFor(scoring ? [] : ids, scoring ? 0 : 1);
+  const session = picked.session;
+  const fresh = scoring ? [] : picked.fresh;
+  const cachedTokens = ids.length - (scoring ? ids.length : fresh.length);
   try {
-    let fresh: number[];
-    if (req.echo && tokens) {
+    if (scoring) {
       session.reset();
       const dec = tok.decoder();
       const first: CompletionToken = { token: ids[0], logprob: null, top: null };
-      tokens.push(first);
+      tokens!.push(first);
       yield { kind: 'token', entry: first };
       const piece = dec.push(ids[0]);
       text += piece;
@@ -98,7 +102,7 @@ export async function* runCompletion(host: Host, prep: PreparedCompletion, signa
           const row = rows.subarray(j * V, (j + 1) * V);
           const next = ids[i + j + 1];
           const entry: CompletionToken = { token: next, logprob: row[next] - logSumExp(row), top: n ? topLogprobs(row, n) : [] };
-          tokens.push(entry);
+          tokens!.push(entry);
           yield { kind: 'token', entry };
           const p = dec.push(next);
           text += p;
@@ -110,10 +114,8 @@ export async function* runCompletion(host: Host, prep: PreparedCompletion, signa
       const tail = dec.flush();
       text += tail;
       if (tail) yield { kind: 'text', text: tail };
-      fresh = [];
       prefillSeconds = (performance.now() - t0) / 1000;
     } else {
-      fresh = session.resume(ids, 1).fresh;
       if (req.echo) {
         const all = tok.decode(ids);
         text += all;
@@ -159,6 +161,7 @@ export async function* runCompletion(host: Host, prep: PreparedCompletion, signa
     finish,
     ...(result?.stopString !== undefined ? { stopString: result.stopString } : {}),
     promptTokens: ids.length,
+    cachedTokens,
     completionTokens: result?.tokens.length ?? 0,
     prefillSeconds: prefillSeconds + (result?.prefillSeconds ?? 0),
     generateSeconds: result?.generateSeconds ?? 0,

@@ -48,7 +48,7 @@ function promptOf(p: z.infer<typeof CompletionBody>['prompt']): string | number[
   return p[0] as string | number[];
 }
 
-const usage = (r: CompletionResult) => ({ prompt_tokens: r.promptTokens, completion_tokens: r.completionTokens, total_tokens: r.promptTokens + r.completionTokens });
+const usage = (r: CompletionResult) => ({ prompt_tokens: r.promptTokens, completion_tokens: r.completionTokens, total_tokens: r.promptTokens + r.completionTokens, prompt_tokens_details: { cached_tokens: r.cachedTokens } });
 
 /** POST /v1/completions: OpenAI's legacy text completions (no chat template), with echo and logprobs for scoring. */
 export function completionRoutes(app: Hono<RouteEnv>, host: Host): void {

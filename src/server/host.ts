@@ -44,6 +44,8 @@ export interface TurnResult {
   /** The client's stop string that ended the reply, if one did. */
   stopString?: string;
   promptTokens: number;
+  /** Prompt tokens a session had already consumed, so they were not fed again. */
+  cachedTokens: number;
   completionTokens: number;
   prefillSeconds: number;
   generateSeconds: number;
@@ -91,6 +93,8 @@ export interface HostOptions {
   maxTokens: number;
   /** Requests that may wait for the engine; more get 429. */
   queueLimit: number;
+  /** Conversations kept at once, each in its own session (default 1); the model must have room for them. */
+  sessions?: number;
 }
 
 /**
@@ -101,7 +105,9 @@ export interface HostOptions {
  */
 export class Host {
   readonly queue: FairQueue;
-  private session: Session | undefined;
+  /** The sessions, with when each was last used (a clock of turns). */
+  private pool: { session: Session; used: number }[] = [];
+  private clock = 0;
   private vocabCache: TokenVocab | undefined;
   readonly started = Date.now();
 
@@ -112,9 +118,19 @@ export class Host {
     this.queue = new FairQueue(opts.queueLimit);
   }
 
-  /** The engine's one session, shared by every turn (a turn picks up where the last one left off). */
-  engineSession(): Session {
-    return (this.session ??= this.model.newSession());
+  /**
+   * The session to run `ids` on, and what is left to feed: the session whose history is the
+   * longest prefix of `ids` (with at least `minNew` tokens after it), so a conversation continues
+   * where it left off; else a new session while there is room for one, else the least recently
+   * used, started over. The logits are the same either way: this changes speed, never the answer.
+   */
+  sessionFor(ids: readonly number[], minNew: number): { session: Session; fresh: number[] } {
+    let pick: (typeof this.pool)[number] | undefined;
+    for (const p of this.pool) if (p.session.continues(ids, minNew) && (!pick || p.session.position > pick.session.position)) pick = p;
+    if (!pick && this.pool.length < (this.opts.sessions ?? 1)) this.pool.push((pick = { session: this.model.newSession(), used: 0 }));
+    pick ??= this.pool.reduce((a, b) => (b.used < a.used ? b : a));
+    pick.used = ++this.clock;
+    return { session: pick.session, fresh: pick.session.resume(ids, minNew).fresh };
   }
 
   get contextLength(): number {
@@ -200,9 +216,8 @@ export class Host {
   async *turn(turn: PreparedTurn, signal: AbortSignal): AsyncGenerator<TurnEvent, TurnResult> {
     const { req, ids, reasoningFirst, maxTokens, constraint, endTokens } = turn;
     const format = this.model.chatFormat();
-    const session = this.engineSession();
     // at least one new token: the reply needs the logits after the last prompt token
-    const { fresh } = session.resume(ids, 1);
+    const { session, fresh } = this.sessionFor(ids, 1);
     const endId = this.model.tokenizer().specialId(format.assistantEnd);
     const parser = new ReplyParser(format.syntax, { startInReasoning: reasoningFirst, tools: turn.toolsOffered });
     if (turn.forced) for (const ev of parser.push(turn.forced)) yield ev;
@@ -254,6 +269,7 @@ export class Host {
       ...(result.stopString !== undefined && req.sampling.stop?.includes(result.stopString) ? { stopString: result.stopString } : {}),
       // the forced beginning is part of the reply, though it was fed with the prompt
       promptTokens: ids.length - turn.forcedIds,
+      cachedTokens: Math.min(ids.length - fresh.length, ids.length - turn.forcedIds),
       completionTokens: result.tokens.length + turn.forcedIds,
       prefillSeconds: result.prefillSeconds,
       generateSeconds: result.generateSeconds,
@@ -282,8 +298,8 @@ export class Host {
   }
 
   close(): Promise<void> {
-    this.session?.close();
-    this.session = undefined;
+    for (const p of this.pool) p.session.close();
+    this.pool = [];
     return this.model.close();
   }
 }

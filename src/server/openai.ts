@@ -11,6 +11,8 @@ const usage = (r: TurnResult) => ({
   prompt_tokens: r.promptTokens,
   completion_tokens: r.completionTokens,
   total_tokens: r.promptTokens + r.completionTokens,
+  // prompt tokens a kept session had already consumed (see --sessions)
+  prompt_tokens_details: { cached_tokens: r.cachedTokens },
   completion_tokens_details: { reasoning_tokens: 0 },
 });
 

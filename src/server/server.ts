@@ -31,6 +31,8 @@ export interface ServerOptions {
   maxTokens?: number;
   /** Requests that may wait for the engine before 429 (default 16). */
   queueLimit?: number;
+  /** Conversations kept at once, each in its own session (default 1); reserved when the model opens. */
+  sessions?: number;
   /** Largest request body in bytes (default 8 MiB). */
   maxBodyBytes?: number;
   /** Where request log lines go (default: standard error); false for none. */
@@ -192,9 +194,10 @@ export function modelIdOf(dir: string): string {
 
 /** Open the model and serve it; resolves once the server is listening. */
 export async function startServer(opts: ServerOptions): Promise<RunningServer> {
-  const model = await Model.open(opts.model, opts.open ?? {});
+  const sessions = opts.sessions ?? opts.open?.sessions ?? 1;
+  const model = await Model.open(opts.model, { ...opts.open, sessions });
   model.tokenizer(); // a model without a tokenizer cannot chat: say so now, not on the first request
-  const host = new Host(model, { id: opts.modelId ?? modelIdOf(opts.model), maxTokens: opts.maxTokens ?? 4096, queueLimit: opts.queueLimit ?? 16 });
+  const host = new Host(model, { id: opts.modelId ?? modelIdOf(opts.model), maxTokens: opts.maxTokens ?? 4096, queueLimit: opts.queueLimit ?? 16, sessions });
   const hostname = opts.host ?? '127.0.0.1';
   const app = createApp(host, { ...opts, loopbackOnly: hostname === 'localhost' || hostname === '::1' || hostname.startsWith('127.') });
   let server: ReturnType<typeof serve>;

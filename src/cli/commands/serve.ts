@@ -12,6 +12,7 @@ interface ServeFlags extends EngineFlags {
   modelId?: string;
   maxTokens: number;
   queue: number;
+  sessions: number;
   maxBody: string;
   quiet: boolean;
 }
@@ -30,6 +31,7 @@ export function registerServe(program: Command): void {
       .option('--model-id <name>', "the model's name for clients (default: the directory's name)")
       .option('--max-tokens <n>', 'most tokens one reply may have (requests asking for more are clipped)', intArg(1, 1 << 24), 4096)
       .option('--queue <n>', 'requests that may wait for the engine; more get 429 Too Many Requests', intArg(0, 100000), 16)
+      .option('--sessions <n>', 'conversations kept at once, each continuing where it left off (each reserves its context\'s state in the budget)', intArg(1, 1024), 1)
       .option('--max-body <size>', 'largest request body (bytes, K, M)', '8M')
       .option('-q, --quiet', 'no request log lines', false),
   ).action(async (modelArg: string | undefined, o: ServeFlags) => {
@@ -45,6 +47,7 @@ export function registerServe(program: Command): void {
       modelId: o.modelId,
       maxTokens: o.maxTokens,
       queueLimit: o.queue,
+      sessions: o.sessions,
       maxBodyBytes,
       log: o.quiet ? false : undefined,
     });
