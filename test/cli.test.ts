@@ -92,6 +92,10 @@ describe('CLI', () => {
     const j = JSON.parse(waste('plan', model, '--json').out);
     assert.ok(j.floor_bytes > j.trunk_bytes && j.default_budget_bytes >= j.floor_bytes);
     assert.equal(j.working_set_records, 3 * 3);
+    // each session reserves its own state, and the floor grows with it (arenas round to whole pages)
+    const three = JSON.parse(waste('plan', model, '--json', '--sessions', '3').out);
+    assert.equal(three.state_bytes, 3 * j.state_bytes);
+    assert.ok(three.floor_bytes > j.floor_bytes + j.state_bytes, `${three.floor_bytes} vs ${j.floor_bytes}`);
     const below = waste('plan', model, '--budget', String(j.floor_bytes - 1));
     assert.equal(below.code, 1);
     assert.match(below.out, /BELOW the floor/);

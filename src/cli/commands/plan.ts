@@ -13,17 +13,19 @@ export function registerPlan(program: Command): void {
     .option('--ctx <n>', 'context length the plan reserves state for', intArg(1, 1 << 24), 4096)
     .option('--budget <size>', 'a RAM budget to evaluate: bytes, 512M, 8G, or a percentage of usable RAM')
     .option('--threads <n>', 'compute threads (scratch is per thread)', intArg(1, 256))
+    .option('--sessions <n>', 'sessions the plan reserves state for (waste serve --sessions)', intArg(1, 1024), 1)
     .option('--json', 'print JSON', false)
-    .action((model: string, o: { ctx: number; budget?: string; threads?: number; json: boolean }) => {
+    .action((model: string, o: { ctx: number; budget?: string; threads?: number; sessions: number; json: boolean }) => {
       const c = openContainer(model);
       try {
-        const plan = planMemory(c, { maxContext: o.ctx, threads: o.threads ?? cpuCount() });
+        const plan = planMemory(c, { maxContext: o.ctx, threads: o.threads ?? cpuCount(), sessions: o.sessions });
         const budget = o.budget !== undefined ? parseSize(o.budget, plan.ram.usable, 'budget') : undefined;
         const below = budget !== undefined && budget < plan.floorBytes;
         const layout = budget !== undefined && !below ? plan.layout(budget) : undefined;
         const def = plan.layout(plan.defaultBudget);
         const out = {
           context: plan.maxContext,
+          sessions: plan.sessions,
           trunk_bytes: plan.trunkBytes,
           state_bytes: plan.stateBytes,
           scratch_bytes_per_arena: plan.scratchBytesPerArena,
@@ -46,7 +48,7 @@ export function registerPlan(program: Command): void {
         else {
           const rows: [string, string][] = [
             ['trunk (resident)', formatSize(plan.trunkBytes)],
-            [`state (${plan.maxContext} tokens)`, formatSize(plan.stateBytes)],
+            [`state (${plan.maxContext} tokens${plan.sessions > 1 ? ` × ${plan.sessions} sessions` : ''})`, formatSize(plan.stateBytes)],
             ['scratch (per arena)', formatSize(plan.scratchBytesPerArena)],
             ['one token of experts', `${formatSize(plan.workingSetBytes)} (${plan.workingSetRecords} records of ${formatSize(plan.recordBytes)})`],
             ['FLOOR', `${formatSize(plan.floorBytes)} (${plan.floorBytes} bytes)`],
@@ -63,7 +65,8 @@ export function registerPlan(program: Command): void {
               `budget ${formatSize(budget)}`,
               below ? `BELOW the floor of ${formatSize(plan.floorBytes)}: the engine will not open` : `${layout!.slots} cache slots (${formatSize(layout!.slots * plan.recordBytes)}) of ${plan.totalExperts} expert records`,
             ]);
-          process.stdout.write(rows.map(([k, v]) => `${k.padEnd(24)} ${v}\n`).join(''));
+          const w = Math.max(24, ...rows.map(([k]) => k.length));
+          process.stdout.write(rows.map(([k, v]) => `${k.padEnd(w)} ${v}\n`).join(''));
         }
         if (below) process.exitCode = 1;
       } finally {
