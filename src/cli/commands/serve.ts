@@ -23,7 +23,7 @@ export function registerServe(program: Command): void {
   addEngineOptions(
     program
       .command('serve')
-      .description('serve the model over HTTP: an OpenAI-compatible API (/v1/chat/completions, /v1/models), Anthropic\'s /v1/messages, /health, and a chat page at /')
+      .description('serve the model over HTTP: an OpenAI-compatible API (/v1/chat/completions, /v1/completions, /v1/models), Anthropic\'s /v1/messages, /health, and a chat page at /')
       .argument('[model]', 'container directory (default: the demo model that ships with waste)')
       .option('--host <address>', 'address to listen on (127.0.0.1: this machine only; 0.0.0.0: every interface)', '127.0.0.1')
       .option('--port <n>', 'port (0: any free port)', intArg(0, 65535), 8000)
