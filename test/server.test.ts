@@ -223,6 +223,36 @@ describe('waste serve: the OpenAI-compatible API on the demo model', () => {
     assert.deepEqual(streamedLp, wl.token_logprobs);
   });
 
+  it('logprobs leave out what a stop string cuts, count offsets from the prompt, and stay the model\'s under a grammar', async () => {
+    const base = { model: 'demo', prompt: 'It was a dark', max_tokens: 8, temperature: 0, repetition_penalty: 1, logprobs: 1 };
+    const free = await client.completions.create(base);
+    const words = free.choices[0].text.split(' ');
+    const stop = ' ' + words[2];
+    const cut = await client.completions.create({ ...base, stop });
+    const lp = cut.choices[0].logprobs!;
+    assert.equal(cut.choices[0].text, free.choices[0].text.slice(0, free.choices[0].text.indexOf(stop)));
+    assert.equal(lp.tokens!.join(''), cut.choices[0].text, 'no token of the stop string is listed');
+    // without echo, offsets count from the start of the prompt
+    assert.equal(lp.text_offset![0], 'It was a dark'.length);
+    const chatReq = { model: 'demo', messages: user('It was a dark'), max_tokens: 8, temperature: 0, repetition_penalty: 1, logprobs: true, stop: [stop] };
+    const chat = await client.chat.completions.create(chatReq);
+    assert.equal(Buffer.from(chat.choices[0].logprobs!.content!.flatMap((e) => e.bytes ?? [])).toString('utf8'), chat.choices[0].message.content);
+    // a grammar's mask is not the model: the chosen token's logprob is the model's, as its alternatives are
+    const json = await client.chat.completions.create({ model: 'demo', messages: user('A person, as JSON.'), max_tokens: 12, temperature: 0, response_format: { type: 'json_object' }, logprobs: true, top_logprobs: 5 });
+    for (const e of json.choices[0].logprobs!.content!) {
+      assert.ok(e.logprob <= e.top_logprobs[0].logprob + 1e-12, JSON.stringify(e));
+      const same = e.top_logprobs.find((t) => t.token === e.token && t.bytes!.join() === e.bytes!.join());
+      if (same) assert.equal(same.logprob, e.logprob);
+    }
+  });
+
+  it('a completion that only echoes leaves the kept conversation alone', async () => {
+    const first = await client.completions.create({ model: 'demo', prompt: 'Call me Ishmael.', max_tokens: 5, temperature: 0 });
+    await client.completions.create({ model: 'demo', prompt: 'unrelated text', max_tokens: 0, echo: true });
+    const next = await client.completions.create({ model: 'demo', prompt: 'Call me Ishmael.' + first.choices[0].text + ' And', max_tokens: 3, temperature: 0 });
+    assert.ok(next.usage!.prompt_tokens_details!.cached_tokens! > 0, JSON.stringify(next.usage));
+  });
+
   it('--sessions keeps conversations apart: each continues where it left off, with the same replies', async () => {
     const two = await startServer({ model: DEMO, port: 0, sessions: 2, log: false });
     try {
@@ -381,6 +411,7 @@ describe('waste serve: the OpenAI-compatible API on the demo model', () => {
       ['top_logprobs without logprobs', { json: { messages: user('x'), top_logprobs: 2 } }, /logprobs must be true/],
       ['top_logprobs out of range', { json: { messages: user('x'), logprobs: true, top_logprobs: 21 } }, /top_logprobs/],
       ['logit_bias key not a token id', { json: { messages: user('x'), logit_bias: { abc: 1 } } }, /logit_bias.*token ids/],
+      ['logit_bias key with a leading zero', { json: { messages: user('x'), logit_bias: { '01': 1 } } }, /logit_bias.*token ids/],
       ['logit_bias value out of range', { json: { messages: user('x'), logit_bias: { 5: 101 } } }, /logit_bias/],
       ['logit_bias beyond the vocabulary', { json: { messages: user('x'), logit_bias: { 999999: 1 } } }, /token 999999 is beyond this model's vocabulary of \d+/],
       ['bad role', { json: { messages: [{ role: 'wizard', content: 'x' }] } }, /messages/],
@@ -399,6 +430,7 @@ describe('waste serve: the OpenAI-compatible API on the demo model', () => {
       ['max_tokens 0 without echo', { prompt: 'x', max_tokens: 0 }, /goes with echo/],
       ['no prompt', { prompt: [] }, /prompt/],
       ['two prompts', { prompt: ['a', 'b'] }, /one prompt per request/],
+      ['ids and text mixed', { prompt: [1, 'b'] }, /not both mixed/],
       ['a token beyond the vocabulary', { prompt: [1, 99999999] }, /token 99999999 is beyond this model's vocabulary/],
       ['logprobs out of range', { prompt: 'x', logprobs: 21 }, /logprobs/],
       ['an empty text prompt', { prompt: '' }, /nothing to complete/],

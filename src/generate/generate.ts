@@ -3,6 +3,7 @@ import type { TokenConstraint } from '../constrain/constraint.js';
 import { WasteError } from '../util/errors.js';
 import { type SamplingOptions, Sampler, topLogprobs } from './sampler.js';
 import { StopMatcher } from './stop.js';
+import { logSumExp } from '../util/log-sum-exp.js';
 
 export interface GenerateOptions extends SamplingOptions {
   /** Most tokens to generate (default 256). */
@@ -101,7 +102,9 @@ export async function* generateTokens(
       const shown = end ? '' : stops.push(decoder.push(s.token));
       text += shown;
       unfed = s.token;
-      const step: GeneratedToken = { token: s.token, text: shown, logprob: s.logprob, ...(nTop ? { top: topLogprobs(logits, nTop) } : {}) };
+      // the model's own probability, as the alternatives are: a grammar's mask is not the model
+      const logprob = opts.constraint ? logits[s.token] - logSumExp(logits) : s.logprob;
+      const step: GeneratedToken = { token: s.token, text: shown, logprob, ...(nTop ? { top: topLogprobs(logits, nTop) } : {}) };
       records?.push(step);
       yield step;
       if (session.position + 1 > session.limit) {
@@ -123,6 +126,8 @@ export async function* generateTokens(
     // the consumer stopped early: consume the token it was shown, so the session matches what it saw
     if (unfed !== undefined) await session.feed([unfed]);
   }
+  // tokens whose text a stop string cut show nothing: they are not part of the reply
+  if (stops.done && records) while (records.length && records[records.length - 1].text === '') records.pop();
   if (!stops.done) {
     const tail = stops.push(decoder.flush()) + stops.flush();
     text += tail;

@@ -31,7 +31,7 @@ export interface SamplingOptions {
 
 export interface Sampled {
   token: number;
-  /** log P(token) under the model's distribution (the logits before penalties and temperature). */
+  /** log P(token) under the logits given to `sample`, before penalties, bias and temperature. */
   logprob: number;
 }
 

@@ -28,9 +28,11 @@ export interface CompletionToken {
   token: number;
   logprob: number | null;
   top: { token: number; logprob: number }[] | null;
+  /** Where its text starts, in characters from the start of prompt + completion. */
+  offset: number;
 }
 
-/** A token arrives before its text, so a stream can send it with that text. */
+/** A token arrives just before its text, so a stream can send it with that text. */
 export type CompletionEvent = { kind: 'text'; text: string } | { kind: 'token'; entry: CompletionToken };
 
 export interface CompletionResult extends TurnResult {
@@ -79,51 +81,54 @@ export async function* runCompletion(host: Host, prep: PreparedCompletion, signa
   let prefillSeconds = 0;
   let result: GenerationResult | undefined;
   const t0 = performance.now();
+  // offsets count characters (code points) from the start of prompt + completion, as OpenAI's do
+  let chars = req.echo ? 0 : [...tok.decode(ids)].length;
+  // tokens wait here until their text is out (a character's bytes may span tokens)
+  const held: CompletionToken[] = [];
+  function* release(piece: string): Generator<CompletionEvent> {
+    for (const entry of held.splice(0)) {
+      entry.offset = chars;
+      tokens!.push(entry);
+      yield { kind: 'token', entry };
+    }
+    if (piece) {
+      text += piece;
+      chars += [...piece].length;
+      yield { kind: 'text', text: piece };
+    }
+  }
   // scoring the prompt needs the logits after each of its tokens: it is fed from the start
   const scoring = req.echo && tokens !== undefined;
-  const picked = host.sessionFor(scoring ? [] : ids, scoring ? 0 : 1);
-  const session = picked.session;
-  const fresh = scoring ? [] : picked.fresh;
-  const cachedTokens = ids.length - (scoring ? ids.length : fresh.length);
+  const generating = prep.maxTokens > 0;
+  const picked = scoring || generating ? host.sessionFor(scoring ? [] : ids, scoring ? 0 : 1) : undefined;
+  const fresh = scoring || !picked ? [] : picked.fresh;
+  const cachedTokens = picked && !scoring ? ids.length - fresh.length : 0;
   try {
     if (scoring) {
+      const session = picked!.session;
       session.reset();
       const dec = tok.decoder();
-      const first: CompletionToken = { token: ids[0], logprob: null, top: null };
-      tokens!.push(first);
-      yield { kind: 'token', entry: first };
-      const piece = dec.push(ids[0]);
-      text += piece;
-      if (piece) yield { kind: 'text', text: piece };
+      held.push({ token: ids[0], logprob: null, top: null, offset: 0 });
+      yield* release(dec.push(ids[0]));
       for (let i = 0; i < ids.length && !aborted; i += SCORE_CHUNK) {
         const chunk = ids.slice(i, i + SCORE_CHUNK);
         const rows = await session.forward(chunk, { allLogits: true });
         for (let j = 0; j < chunk.length && i + j + 1 < ids.length; j++) {
           const row = rows.subarray(j * V, (j + 1) * V);
           const next = ids[i + j + 1];
-          const entry: CompletionToken = { token: next, logprob: row[next] - logSumExp(row), top: n ? topLogprobs(row, n) : [] };
-          tokens!.push(entry);
-          yield { kind: 'token', entry };
-          const p = dec.push(next);
-          text += p;
-          if (p) yield { kind: 'text', text: p };
+          held.push({ token: next, logprob: row[next] - logSumExp(row), top: n ? topLogprobs(row, n) : [], offset: 0 });
+          yield* release(dec.push(next));
         }
         await yieldToLoop();
         aborted = signal.aborted;
       }
-      const tail = dec.flush();
-      text += tail;
-      if (tail) yield { kind: 'text', text: tail };
+      yield* release(dec.flush());
       prefillSeconds = (performance.now() - t0) / 1000;
-    } else {
-      if (req.echo) {
-        const all = tok.decode(ids);
-        text += all;
-        yield { kind: 'text', text: all };
-      }
+    } else if (req.echo) {
+      yield* release(tok.decode(ids));
     }
-    if (prep.maxTokens > 0 && !aborted) {
-      const gen = session.generate(fresh, { ...req.sampling, maxTokens: prep.maxTokens, signal, ...(n !== undefined ? { logprobs: true, topLogprobs: n } : {}) });
+    if (generating && !aborted) {
+      const gen = picked!.session.generate(fresh, { ...req.sampling, maxTokens: prep.maxTokens, signal, ...(n !== undefined ? { logprobs: true, topLogprobs: n } : {}) });
       try {
         for (;;) {
           const step = await gen.next();
@@ -132,23 +137,18 @@ export async function* runCompletion(host: Host, prep: PreparedCompletion, signa
             break;
           }
           const { token, logprob, top } = step.value;
-          if (tokens && token >= 0 && !eos.has(token)) {
-            const entry = { token, logprob, top: top ?? [] };
-            tokens.push(entry);
-            yield { kind: 'token', entry };
-          }
-          if (step.value.text) {
-            text += step.value.text;
-            yield { kind: 'text', text: step.value.text };
-          }
+          if (tokens && token >= 0 && !eos.has(token)) held.push({ token, logprob, top: top ?? [], offset: 0 });
+          if (step.value.text) yield* release(step.value.text);
           await yieldToLoop();
         }
       } finally {
         if (!result) await gen.return(undefined as never);
       }
+      // tokens whose text a stop string cut never show, and are not listed
+      if (result?.stopString === undefined) yield* release('');
     }
   } catch (e) {
-    session.reset();
+    picked?.session.reset();
     throw e;
   }
   const after = model.stats();

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { Hono } from 'hono';
 import { streamSSE } from 'hono/streaming';
 import { z } from 'zod';
-import { type CompletionEvent, type CompletionResult, type CompletionToken, prepareCompletion, runCompletion } from './completion.js';
+import { type CompletionResult, type CompletionToken, prepareCompletion, runCompletion } from './completion.js';
 import { badRequest, openaiErrorBody } from './errors.js';
 import type { Host } from './host.js';
 import { SamplingFields, parseBody, samplingOf } from './openai-request.js';
@@ -28,14 +28,14 @@ export const CompletionBody = z.object({
 });
 
 /** The legacy logprobs object: parallel lists, alternatives keyed by their text. */
-function legacyLogprobs(host: Host, entries: { entry: CompletionToken; offset: number }[]) {
+function legacyLogprobs(host: Host, entries: CompletionToken[]) {
   const tok = host.model.tokenizer();
   const utf8 = new TextDecoder();
   const text = (id: number) => utf8.decode(tok.tokenBytes(id));
   return {
-    tokens: entries.map((e) => text(e.entry.token)),
-    token_logprobs: entries.map((e) => e.entry.logprob),
-    top_logprobs: entries.map((e) => (e.entry.top ? Object.fromEntries(e.entry.top.map((t) => [text(t.token), t.logprob])) : null)),
+    tokens: entries.map((e) => text(e.token)),
+    token_logprobs: entries.map((e) => e.logprob),
+    top_logprobs: entries.map((e) => (e.top ? Object.fromEntries(e.top.map((t) => [text(t.token), t.logprob])) : null)),
     text_offset: entries.map((e) => e.offset),
   };
 }
@@ -44,6 +44,7 @@ function legacyLogprobs(host: Host, entries: { entry: CompletionToken; offset: n
 function promptOf(p: z.infer<typeof CompletionBody>['prompt']): string | number[] {
   if (typeof p === 'string') return p;
   if (p.every((x) => typeof x === 'number')) return p as number[];
+  if (p.some((x) => typeof x === 'number')) throw badRequest('prompt: a list of token ids, or a list holding one prompt (not both mixed)', 'prompt');
   if (p.length !== 1) throw badRequest(`prompt: one prompt per request (got ${p.length})`, 'prompt');
   return p[0] as string | number[];
 }
@@ -72,29 +73,23 @@ export function completionRoutes(app: Hono<RouteEnv>, host: Host): void {
     const model = host.opts.id;
     const finishOf = (r: CompletionResult) => (r.finish === 'aborted' ? 'stop' : r.finish);
 
-    // each token's offset is where its text starts in the returned text
-    let length = 0;
-    let pending: { entry: CompletionToken; offset: number }[] = [];
-    const track = (e: CompletionEvent) => {
-      if (e.kind === 'token') pending.push({ entry: e.entry, offset: length });
-      else length += e.text.length;
-    };
 
     if (!b.stream) {
-      const r = await queuedWork(host, c.get('client'), signal, log, () => drain(runCompletion(host, prep, signal), track));
+      const r = await queuedWork(host, c.get('client'), signal, log, () => drain(runCompletion(host, prep, signal)));
       log.result = r;
       return c.json({
         id,
         object: 'text_completion',
         created,
         model,
-        choices: [{ index: 0, text: r.text, logprobs: r.tokens ? legacyLogprobs(host, pending) : null, finish_reason: finishOf(r) }],
+        choices: [{ index: 0, text: r.text, logprobs: r.tokens ? legacyLogprobs(host, r.tokens) : null, finish_reason: finishOf(r) }],
         usage: usage(r),
         waste: wasteStats(r),
       });
     }
 
     const finished = await holdEngine(host, c.get('client'), signal, log);
+    let pending: CompletionToken[] = [];
     const chunk = (text: string, finish: string | null = null) => {
       const logprobs = prep.req.logprobs !== undefined ? legacyLogprobs(host, pending) : null;
       pending = [];
@@ -106,9 +101,9 @@ export function completionRoutes(app: Hono<RouteEnv>, host: Host): void {
       try {
         const r = await drain(runCompletion(host, prep, ac.signal), async (e) => {
           if (ac.signal.aborted) return;
-          // a token comes before its text, so the chunk carrying the text carries the token
-          track(e);
-          if (e.kind === 'text') await send(chunk(e.text));
+          // a token comes just before its text, so the chunk carrying the text carries the token
+          if (e.kind === 'token') pending.push(e.entry);
+          else await send(chunk(e.text));
         });
         log.result = r;
         if (r.finish === 'aborted' || ac.signal.aborted) return;

@@ -233,6 +233,7 @@ export class Host {
     let result: GenerationResult | undefined;
     const ends = new Set([...endTokens, ...(endId !== undefined ? [endId] : [])]);
     const logprobs: TokenLogprob[] | undefined = req.sampling.logprobs ? [] : undefined;
+    const held: TokenLogprob[] = [];
     try {
       for (;;) {
         const step = await gen.next();
@@ -241,12 +242,14 @@ export class Host {
           break;
         }
         const { token, logprob, top } = step.value;
-        if (logprobs && token >= 0 && !ends.has(token)) {
-          // before the step's text, so a stream can send it with the piece it belongs to
-          const entry = { token, logprob, top: top ?? [] };
-          logprobs.push(entry);
-          yield { kind: 'logprob', entry };
-        }
+        if (logprobs && token >= 0 && !ends.has(token)) held.push({ token, logprob, top: top ?? [] });
+        // a token's log-probability goes out when its text does (before it, so a stream sends
+        // them together); tokens whose text a stop string cuts never show and are not listed
+        if (step.value.text)
+          for (const entry of held.splice(0)) {
+            logprobs!.push(entry);
+            yield { kind: 'logprob', entry };
+          }
         if (step.value.text) for (const ev of parser.push(step.value.text)) yield ev;
         // the forward pass never gives the event loop a turn by itself: without this, streamed
         // pieces would sit unsent, a client's disconnect unseen and /health unanswered until the end
@@ -259,6 +262,11 @@ export class Host {
     } finally {
       if (!result) await gen.return(undefined as never);
     }
+    if (result.stopString === undefined)
+      for (const entry of held.splice(0)) {
+        logprobs!.push(entry);
+        yield { kind: 'logprob', entry };
+      }
     for (const ev of parser.flush()) yield ev;
     const after = this.model.stats();
     return {

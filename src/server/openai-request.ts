@@ -175,7 +175,7 @@ export function samplingOf(b: z.infer<typeof SamplingFields>): TurnRequest['samp
   if (stop.length) sampling.stop = stop;
   if (b.logit_bias) {
     if (Object.keys(b.logit_bias).length > 1024) throw badRequest('logit_bias: at most 1024 tokens', 'logit_bias');
-    for (const k of Object.keys(b.logit_bias)) if (!/^\d{1,9}$/.test(k)) throw badRequest(`logit_bias: keys must be token ids (got "${k.slice(0, 40)}")`, 'logit_bias');
+    for (const k of Object.keys(b.logit_bias)) if (!/^(0|[1-9]\d{0,8})$/.test(k)) throw badRequest(`logit_bias: keys must be token ids (got "${k.slice(0, 40)}")`, 'logit_bias');
     sampling.logitBias = Object.fromEntries(Object.entries(b.logit_bias).map(([k, v]) => [Number(k), v]));
   }
   return sampling;
