@@ -18,7 +18,7 @@ import { ContainerSource } from './model/sources/container-source.js';
 import type { KimiLinearConfig } from './model/kimi-linear/config.js';
 import { type CachePolicy, type CacheStats, ExpertCache } from './runtime/cache.js';
 import { type StreamFiles, openStreamFiles } from './runtime/io.js';
-import { type MemoryPlan, planFor, planMemory } from './runtime/plan.js';
+import { DEFAULT_CHUNK, type MemoryPlan, planFor, planMemory } from './runtime/plan.js';
 import { ReaderPool } from './runtime/readers.js';
 import { Session, type SessionHost } from './session.js';
 import { Chat, type ChatOptions } from './generate/chat.js';
@@ -52,7 +52,7 @@ export interface OpenOptions {
   cacheSlots?: number;
   /** 'wasm' (default): WebAssembly SIMD kernels; 'typescript': the plain reference kernels. */
   kernels?: 'wasm' | 'typescript';
-  /** Tokens per prefill chunk (default 16). */
+  /** Tokens per prefill chunk (default 64): each expert a chunk routes to is read once for all of them. */
   chunk?: number;
   /** Longest sequence a session may hold (default 4096). */
   maxContext?: number;
@@ -159,7 +159,7 @@ export class Model implements SessionHost {
     const lookahead = opts.lookahead ?? 6;
     if (!(Number.isInteger(lookahead) && lookahead >= 0 && lookahead <= 64))
       throw new WasteError('E_ARG', `lookahead must be an integer in 0..64 (got ${lookahead})`);
-    const chunk = opts.chunk ?? 16;
+    const chunk = opts.chunk ?? DEFAULT_CHUNK;
     const maxContext = opts.maxContext ?? 4096;
     if (!(Number.isInteger(maxContext) && maxContext >= 1 && maxContext <= 1 << 24))
       throw new WasteError('E_ARG', `context length must be an integer in 1..${1 << 24} (got ${maxContext})`);
@@ -226,7 +226,7 @@ export class Model implements SessionHost {
 
   private static async openCheckpoint(dir: string, opts: OpenOptions): Promise<Model> {
     const threads = opts.kernels === 'typescript' ? 1 : (opts.threads ?? cpuCount());
-    const chunk = opts.chunk ?? 16;
+    const chunk = opts.chunk ?? DEFAULT_CHUNK;
     const maxContext = opts.maxContext ?? 4096;
     const sessions = opts.sessions ?? 1;
     const { cfg } = readCheckpointConfig(dir);

@@ -115,7 +115,8 @@ describe('threads never change a bit', () => {
 
   it('spreading the trunk over many arenas changes nothing', async () => {
     const run = async (arenaBytes?: number) => {
-      const m = await Model.open(dir, { arenaBytes, threads: 2 });
+      // 6 MiB arenas hold a layer and the scratch of a 16-token chunk
+      const m = await Model.open(dir, { arenaBytes, threads: 2, chunk: 16 });
       try {
         return { n: m.arenas.length, logits: await m.newSession().forward(ids, { allLogits: true }) };
       } finally {

@@ -1,5 +1,6 @@
 import { type Command, Option } from 'commander';
 import type { OpenOptions } from '../engine.js';
+import { DEFAULT_CHUNK } from '../runtime/plan.js';
 import { usableRam } from '../runtime/ram.js';
 import { parseSize } from '../util/size.js';
 import { intArg } from './args.js';
@@ -15,6 +16,7 @@ export interface EngineFlags {
   direct: boolean;
   warm: boolean;
   ctx: number;
+  chunk: number;
   kernelImpl: 'wasm' | 'typescript';
 }
 
@@ -22,6 +24,7 @@ export function addEngineOptions(cmd: Command): Command {
   return cmd
     .option('--budget <size>', 'RAM ceiling for everything the engine allocates: bytes, 512M, 8G, or a percentage of usable RAM (default: the plan\'s default budget)')
     .option('--ctx <n>', 'context length', intArg(1, 1 << 24), 4096)
+    .option('--chunk <n>', 'prefill: tokens run together, each expert read once per chunk (larger reads less, needs more scratch)', intArg(1, 4096), DEFAULT_CHUNK)
     .option('--threads <n>', 'compute threads (default: one per core)', intArg(1, 256))
     .option('--io-threads <n>', 'reader threads for expert records (0 reads on the compute thread)', intArg(0, 64), 2)
     .option('--lookahead <k>', 'decode: prefetch the next layer\'s k likeliest experts (0 disables)', intArg(0, 64), 6)
@@ -43,6 +46,7 @@ export function openOptions(f: EngineFlags): OpenOptions {
     direct: f.direct,
     warm: f.warm,
     maxContext: f.ctx,
+    chunk: f.chunk,
     kernels: f.kernelImpl,
   };
 }

@@ -18,6 +18,12 @@ import { type UsableRam, usableRam } from './ram.js';
  * (floor plus 3, 2 or 1 working sets, the most that fits under 7/8 of usable RAM); and, for a given
  * budget, exactly how the arenas are laid out and how many expert-cache slots they hold.
  */
+/**
+ * Prefill tokens run together by default: each expert the chunk routes to is read once for all of
+ * them (64, as the C engine does; 16 read 2.1x the bytes for a 128-token prompt, docs/PERFORMANCE.md).
+ */
+export const DEFAULT_CHUNK = 64;
+
 export interface PlanOptions {
   maxContext?: number;
   chunk?: number;
@@ -80,7 +86,7 @@ export function planMemory(c: Container, opts: PlanOptions = {}): MemoryPlan {
  */
 export function planFor(cfg: KimiLinearConfig, groups: number[], stride: number, q: ExpertQuant | undefined, opts: PlanOptions = {}): MemoryPlan {
   const maxContext = opts.maxContext ?? 4096;
-  const chunk = opts.chunk ?? 16;
+  const chunk = opts.chunk ?? DEFAULT_CHUNK;
   const threads = opts.threads ?? 1;
   const sessions = opts.sessions ?? 1;
   const cap = Math.min(opts.arenaBytes ?? MAX_ARENA_BYTES, MAX_ARENA_BYTES);

@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { openContainer } from '../../container/open.js';
 import { cpuCount } from '../../kernels/wasm/pool.js';
-import { planMemory } from '../../runtime/plan.js';
+import { DEFAULT_CHUNK, planMemory } from '../../runtime/plan.js';
 import { formatSize, parseSize } from '../../util/size.js';
 import { intArg } from '../args.js';
 
@@ -13,12 +13,13 @@ export function registerPlan(program: Command): void {
     .option('--ctx <n>', 'context length the plan reserves state for', intArg(1, 1 << 24), 4096)
     .option('--budget <size>', 'a RAM budget to evaluate: bytes, 512M, 8G, or a percentage of usable RAM')
     .option('--threads <n>', 'compute threads (scratch is per thread)', intArg(1, 256))
+    .option('--chunk <n>', 'prefill chunk the plan reserves scratch for (as --chunk when opening)', intArg(1, 4096), DEFAULT_CHUNK)
     .option('--sessions <n>', 'sessions the plan reserves state for (waste serve --sessions)', intArg(1, 1024), 1)
     .option('--json', 'print JSON', false)
-    .action((model: string, o: { ctx: number; budget?: string; threads?: number; sessions: number; json: boolean }) => {
+    .action((model: string, o: { ctx: number; budget?: string; threads?: number; chunk: number; sessions: number; json: boolean }) => {
       const c = openContainer(model);
       try {
-        const plan = planMemory(c, { maxContext: o.ctx, threads: o.threads ?? cpuCount(), sessions: o.sessions });
+        const plan = planMemory(c, { maxContext: o.ctx, threads: o.threads ?? cpuCount(), chunk: o.chunk, sessions: o.sessions });
         const budget = o.budget !== undefined ? parseSize(o.budget, plan.ram.usable, 'budget') : undefined;
         const below = budget !== undefined && budget < plan.floorBytes;
         const layout = budget !== undefined && !below ? plan.layout(budget) : undefined;
