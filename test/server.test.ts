@@ -274,6 +274,10 @@ describe('waste serve: the OpenAI-compatible API on the demo model', () => {
       assert.equal(one.a2.usage!.prompt_tokens_details!.cached_tokens, 0);
       assert.equal(one.b2.usage!.prompt_tokens_details!.cached_tokens, 0);
       for (const k of ['a1', 'a2', 'b1', 'b2'] as const) assert.equal(kept[k].choices[0].message.content, one[k].choices[0].message.content, k);
+      const h: any = await (await fetch(`${two.url}/health`)).json();
+      assert.equal(h.sessions.max, 2);
+      assert.equal(h.sessions.kept, 2);
+      assert.ok(h.sessions.tokens.every((t: number) => t > kept.a1.usage!.prompt_tokens), JSON.stringify(h.sessions));
     } finally {
       await two.close();
     }

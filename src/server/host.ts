@@ -133,6 +133,11 @@ export class Host {
     return { session: pick.session, fresh: pick.session.resume(ids, minNew).fresh };
   }
 
+  /** How many sessions are kept (of at most `sessions`) and the tokens each holds. */
+  sessionStats(): { max: number; kept: number; tokens: number[] } {
+    return { max: this.opts.sessions ?? 1, kept: this.pool.length, tokens: this.pool.map((p) => p.session.position) };
+  }
+
   get contextLength(): number {
     return this.model.net.maxContext;
   }

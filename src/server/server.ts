@@ -169,6 +169,7 @@ export function createApp(host: Host, opts: Pick<ServerOptions, 'apiKey' | 'maxB
       budget_bytes: s.budgetBytes,
       context_length: host.contextLength,
       queue: { running: host.queue.running, waiting: host.queue.queued },
+      sessions: host.sessionStats(),
       cache: { slots: s.slots, hits: s.hits, misses: s.misses, hit_rate: s.hitRate, bytes_read: s.bytesRead, direct: s.direct },
     });
   });
