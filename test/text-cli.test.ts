@@ -98,6 +98,26 @@ describe('CLI: text in, text out', () => {
     assert.match(beyond.err, /token 99999, beyond the vocabulary of 300/);
   });
 
+  it('perplexity scores a text by windows, as the library does, and refuses one too short', async () => {
+    const text = 'the quick brown fox jumps over the lazy dog. '.repeat(12);
+    const j = JSON.parse(waste(['perplexity', model, text, '--window', '16', '--windows', '3', '--json', '-q']).out);
+    assert.equal(j.windows, 3);
+    assert.equal(j.scored_tokens, 3 * 8);
+    const m = await Model.open(model);
+    try {
+      const { perplexity } = await import('../src/quality/perplexity.js');
+      const lib = await perplexity(m, m.tokenize(text), { ctx: 16, windows: 3 });
+      assert.equal(j.perplexity, lib.perplexity);
+    } finally {
+      await m.close();
+    }
+    // random weights: worse than uniform is possible, but never below 1 or infinite
+    assert.ok(j.perplexity > 1 && Number.isFinite(j.perplexity), String(j.perplexity));
+    const short = waste(['perplexity', model, 'the dog', '--window', '16']);
+    assert.equal(short.code, 2);
+    assert.match(short.err, /less than one window of 16/);
+  });
+
   it('eval lists the most likely next tokens, their probabilities summing below 1', () => {
     const j = JSON.parse(waste(['eval', model, 'the dog', '--top', '5', '--json']).out);
     assert.equal(j.top.length, 5);

@@ -3,6 +3,7 @@ import { WasteError } from '../util/errors.js';
 import { registerBench } from './commands/bench.js';
 import { registerChat } from './commands/chat.js';
 import { registerEval } from './commands/eval.js';
+import { registerPerplexity } from './commands/perplexity.js';
 import { registerRun } from './commands/run.js';
 import { registerTokenize } from './commands/tokenize.js';
 import { registerConvert } from './commands/convert.js';
@@ -27,6 +28,7 @@ export async function main(argv: string[]): Promise<number> {
   registerChat(program);
   registerServe(program);
   registerEval(program);
+  registerPerplexity(program);
   registerTokenize(program);
   registerInfo(program);
   registerLogits(program);

@@ -7,7 +7,11 @@ import { walkWindows, windowCount } from './windows.js';
  * Perplexity of `ids` under one model, scored exactly as `measureQuality` scores it (windows of
  * `ctx`, second halves), so the number can be compared with a quality report's.
  */
-export async function perplexity(model: Model, ids: number[], opts: { ctx?: number; windows?: number } = {}): Promise<{ perplexity: number; scored: number; windows: number }> {
+export async function perplexity(
+  model: Model,
+  ids: number[],
+  opts: { ctx?: number; windows?: number; onProgress?: (done: number, total: number) => void } = {},
+): Promise<{ perplexity: number; scored: number; windows: number }> {
   const ctx = opts.ctx ?? 512;
   if (!(Number.isInteger(ctx) && ctx >= 4)) throw new WasteError('E_ARG', `the window must be at least 4 tokens (got ${ctx})`);
   const windows = windowCount(ids.length, ctx, opts.windows);
@@ -16,10 +20,18 @@ export async function perplexity(model: Model, ids: number[], opts: { ctx?: numb
   let sum = 0;
   let scored = 0;
   try {
-    await walkWindows([session], ids, ctx, windows, model.config.vocab, ([row], next) => {
-      sum += nll(row, next);
-      scored++;
-    });
+    await walkWindows(
+      [session],
+      ids,
+      ctx,
+      windows,
+      model.config.vocab,
+      ([row], next) => {
+        sum += nll(row, next);
+        scored++;
+      },
+      opts.onProgress,
+    );
   } finally {
     session.close();
   }
