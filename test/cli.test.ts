@@ -125,6 +125,16 @@ describe('CLI', () => {
     assertCleanFailure(waste('logits', model, '--ids', '1,300', '--out', '/tmp/x'), 2, /token id 300 is outside the vocabulary/);
   });
 
+  it('text commands on a model without a tokenizer say so before loading it, and print nothing else', () => {
+    // `model` is a synthetic container with token ids only
+    for (const args of [['run', model, '--raw', 'hello'], ['eval', model, 'hello'], ['perplexity', model, 'hello'], ['chat', model], ['serve', model, '--port', '0']]) {
+      const r = waste(...args);
+      assert.equal(r.code, 1, args.join(' '));
+      assert.equal(r.out, '', args.join(' '));
+      assert.match(r.err, /has no tokenizer \(tokenizer\.model, tiktoken\.model or tokenizer\.json\), so it runs token ids only/, args.join(' '));
+    }
+  });
+
   it('synth writes a container that opens, and refuses to overwrite without --force', () => {
     const d = path.join(tmpDir('synth'), 'm');
     const r = waste('synth', d, '--layers', '2', '--experts', '4', '--seed', '9', '-q');

@@ -1,4 +1,5 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
+import { requireTokenizerFiles } from '../tokenizer/load.js';
 import type { AddressInfo } from 'node:net';
 import * as path from 'node:path';
 import { serve } from '@hono/node-server';
@@ -196,6 +197,7 @@ export function modelIdOf(dir: string): string {
 /** Open the model and serve it; resolves once the server is listening. */
 export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   const sessions = opts.sessions ?? opts.open?.sessions ?? 1;
+  requireTokenizerFiles(opts.model);
   const model = await Model.open(opts.model, { ...opts.open, sessions });
   model.tokenizer(); // a model without a tokenizer cannot chat: say so now, not on the first request
   const host = new Host(model, { id: opts.modelId ?? modelIdOf(opts.model), maxTokens: opts.maxTokens ?? 4096, queueLimit: opts.queueLimit ?? 16, sessions });

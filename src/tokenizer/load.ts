@@ -29,6 +29,18 @@ export function loadTokenizer(dir: string, opts: { modelVocab?: number } = {}): 
   return undefined;
 }
 
+/** The files a tokenizer is read from (checked before a model's weights are loaded, which takes time). */
+const TOKENIZER_FILES = ['tokenizer.model', 'tiktoken.model', 'tokenizer.json'];
+
+/**
+ * Fail at once, before a model is opened, when its directory has no tokenizer: commands that take
+ * text need one, and loading the weights first would only delay the same error.
+ */
+export function requireTokenizerFiles(dir: string): void {
+  if (!TOKENIZER_FILES.some((f) => fs.existsSync(path.join(dir, f))))
+    throw new WasteError('E_UNSUPPORTED', `${dir} has no tokenizer (tokenizer.model, tiktoken.model or tokenizer.json), so it runs token ids only`);
+}
+
 /** Like loadTokenizer, but a missing tokenizer is an error that says what was looked for. */
 export function requireTokenizer(dir: string): Tokenizer {
   const t = loadTokenizer(dir);

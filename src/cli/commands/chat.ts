@@ -1,4 +1,5 @@
 import * as readline from 'node:readline';
+import { requireTokenizerFiles } from '../../tokenizer/load.js';
 import type { Command } from 'commander';
 import { Model } from '../../engine.js';
 import type { Chat } from '../../generate/chat.js';
@@ -21,7 +22,9 @@ export function registerChat(program: Command): void {
         .option('--system <text>', 'a system message that opens the conversation'),
     ),
   ).action(async (model: string | undefined, o: EngineFlags & GenerateFlags & { system?: string }, cmd: Command) => {
-    const m = await Model.open(modelOrDemo(model), openOptions(o));
+    const dir = modelOrDemo(model);
+    requireTokenizerFiles(dir);
+    const m = await Model.open(dir, openOptions(o));
     const chat = m.chat({ system: o.system });
     const gen = generateOptions(o, cmd);
     const tty = Boolean(process.stdin.isTTY);

@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import { requireTokenizerFiles } from '../../tokenizer/load.js';
 import { Model } from '../../engine.js';
 import { topLogprobs } from '../../generate/sampler.js';
 import { intArg } from '../args.js';
@@ -20,6 +21,7 @@ export function registerEval(program: Command): void {
   ).action(async (first: string | undefined, second: string | undefined, o: EngineFlags & { file?: string; top: number; markup: boolean; json: boolean }) => {
     const { model, prompt: promptArg } = modelAndPrompt(first, second);
     const prompt = readPrompt(promptArg, o.file);
+    requireTokenizerFiles(model);
     const m = await Model.open(model, openOptions(o));
     try {
       const ids = m.tokenize(prompt, { markup: o.markup });

@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import { requireTokenizerFiles } from '../../tokenizer/load.js';
 import { Model } from '../../engine.js';
 import { perplexity } from '../../quality/perplexity.js';
 import { windowCount } from '../../quality/windows.js';
@@ -24,6 +25,7 @@ export function registerPerplexity(program: Command): void {
   ).action(async (first: string | undefined, second: string | undefined, o: EngineFlags & { file?: string; window: number; windows?: number; json: boolean; quiet: boolean }) => {
     const { model, prompt } = modelAndPrompt(first, second);
     const text = readPrompt(prompt, o.file);
+    requireTokenizerFiles(model);
     const m = await Model.open(model, { ...openOptions(o), maxContext: Math.max(o.ctx, o.window) });
     try {
       const ids = m.tokenize(text);

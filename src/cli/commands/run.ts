@@ -1,4 +1,5 @@
 import * as fs from 'node:fs';
+import { requireTokenizerFiles } from '../../tokenizer/load.js';
 import type { Command } from 'commander';
 import { Model } from '../../engine.js';
 import type { GenerationResult } from '../../generate/generate.js';
@@ -40,6 +41,7 @@ export function registerRun(program: Command): void {
     if (o.logprobs !== undefined && !o.json) throw new WasteError('E_ARG', '--logprobs goes with --json');
     const { model, prompt: promptArg } = modelAndPrompt(first, second);
     const prompt = readPrompt(promptArg, o.file);
+    requireTokenizerFiles(model);
     const m = await Model.open(model, openOptions(o));
     try {
       const ac = new AbortController();
