@@ -568,6 +568,15 @@ describe('waste serve: the OpenAI-compatible API on the demo model', () => {
     assert.equal(stopped.body.content[0].text, text.slice(0, text.indexOf(word)));
     const count = await raw(`${url}/count_tokens`, { json: { messages: user('Hello') } });
     assert.ok(count.body.input_tokens > 1);
+    // a continued conversation: what the session already holds counts as cache reads
+    const first = await raw(url, { json: { max_tokens: 6, messages: user('Call me Ishmael.'), temperature: 0 } });
+    const more = [...user('Call me Ishmael.'), { role: 'assistant', content: first.body.content }, ...user('More.')];
+    const whole = (await raw(`${url}/count_tokens`, { json: { messages: more } })).body.input_tokens;
+    const streamed = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ max_tokens: 4, messages: more, stream: true, temperature: 0 }) });
+    const start = JSON.parse(/^event: message_start\ndata: (.*)$/m.exec(await streamed.text())![1]).message.usage;
+    assert.ok(start.cache_read_input_tokens >= first.body.usage.input_tokens, JSON.stringify(start));
+    assert.equal(start.input_tokens + start.cache_read_input_tokens, whole);
+    assert.equal(first.body.usage.cache_read_input_tokens + first.body.usage.input_tokens, (await raw(`${url}/count_tokens`, { json: { messages: user('Call me Ishmael.') } })).body.input_tokens);
   });
 
   it('queues concurrent requests fairly and answers each as if alone', async () => {

@@ -107,6 +107,12 @@ function input(args: string): unknown {
   }
 }
 
+/**
+ * Anthropic's usage: input_tokens counts only what was fed; prompt tokens a kept session had
+ * already consumed (waste serve --sessions) are cache reads.
+ */
+const usage = (prompt: number, cached: number, output: number) => ({ input_tokens: prompt - cached, cache_read_input_tokens: cached, cache_creation_input_tokens: 0, output_tokens: output });
+
 export function anthropicRoutes(app: Hono<RouteEnv>, host: Host): void {
   app.post('/v1/messages/count_tokens', async (c) => {
     const b = parseBody(MessagesBody.extend({ max_tokens: z.number().int().min(1).optional().default(1) }), await c.get('json')());
@@ -137,7 +143,7 @@ export function anthropicRoutes(app: Hono<RouteEnv>, host: Host): void {
         content,
         stop_reason: stopReason(r),
         stop_sequence: r.stopString ?? null,
-        usage: { input_tokens: r.promptTokens, output_tokens: r.completionTokens },
+        usage: usage(r.promptTokens, r.cachedTokens, r.completionTokens),
         waste: wasteStats(r),
       });
     }
@@ -160,7 +166,7 @@ export function anthropicRoutes(app: Hono<RouteEnv>, host: Host): void {
         await send('content_block_start', { index, content_block: block });
       };
       try {
-        await send('message_start', { message: { id, type: 'message', role: 'assistant', model, content: [], stop_reason: null, stop_sequence: null, usage: { input_tokens: req.ids.length - req.forcedIds, output_tokens: 0 } } });
+        await send('message_start', { message: { id, type: 'message', role: 'assistant', model, content: [], stop_reason: null, stop_sequence: null, usage: usage(req.ids.length - req.forcedIds, Math.min(host.cachedFor(req.ids, 1), req.ids.length - req.forcedIds), 0) } });
         const r = await streamTurn(host, req, ac.signal, async (e) => {
           if (ac.signal.aborted) return;
           if (e.kind === 'reasoning') {

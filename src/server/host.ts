@@ -125,12 +125,23 @@ export class Host {
    * used, started over. The logits are the same either way: this changes speed, never the answer.
    */
   sessionFor(ids: readonly number[], minNew: number): { session: Session; fresh: number[] } {
-    let pick: (typeof this.pool)[number] | undefined;
-    for (const p of this.pool) if (p.session.continues(ids, minNew) && (!pick || p.session.position > pick.session.position)) pick = p;
+    let pick = this.continuing(ids, minNew);
     if (!pick && this.pool.length < (this.opts.sessions ?? 1)) this.pool.push((pick = { session: this.model.newSession(), used: 0 }));
     pick ??= this.pool.reduce((a, b) => (b.used < a.used ? b : a));
     pick.used = ++this.clock;
     return { session: pick.session, fresh: pick.session.resume(ids, minNew).fresh };
+  }
+
+  /** The kept session with the longest history that `ids` extends by at least `minNew` tokens. */
+  private continuing(ids: readonly number[], minNew: number): (typeof this.pool)[number] | undefined {
+    let pick: (typeof this.pool)[number] | undefined;
+    for (const p of this.pool) if (p.session.continues(ids, minNew) && (!pick || p.session.position > pick.session.position)) pick = p;
+    return pick;
+  }
+
+  /** The prompt tokens a turn on `ids` will not feed again (what `sessionFor` would keep), for a reply's headers. */
+  cachedFor(ids: readonly number[], minNew: number): number {
+    return this.continuing(ids, minNew)?.session.position ?? 0;
   }
 
   /** How many sessions are kept (of at most `sessions`) and the tokens each holds. */
