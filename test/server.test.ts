@@ -253,6 +253,30 @@ describe('waste serve: the OpenAI-compatible API on the demo model', () => {
     assert.ok(next.usage!.prompt_tokens_details!.cached_tokens! > 0, JSON.stringify(next.usage));
   });
 
+  it('n choices: each is what the request gives alone with seed + its index, streamed the same', async () => {
+    const req = { model: 'demo', messages: user('Call me Ishmael.'), max_tokens: 10, temperature: 0.9, seed: 7 };
+    const three = await client.chat.completions.create({ ...req, n: 3 });
+    assert.deepEqual(three.choices.map((c) => c.index), [0, 1, 2]);
+    const alone = [];
+    for (const seed of [7, 8, 9]) alone.push(await client.chat.completions.create({ ...req, seed }));
+    assert.deepEqual(three.choices.map((c) => c.message.content), alone.map((a) => a.choices[0].message.content));
+    assert.ok(new Set(alone.map((a) => a.choices[0].message.content)).size > 1, 'different seeds, different replies');
+    assert.equal(three.usage!.prompt_tokens, alone[0].usage!.prompt_tokens);
+    assert.equal(three.usage!.completion_tokens, alone.reduce((t, a) => t + a.usage!.completion_tokens, 0));
+    const texts = ['', '', ''];
+    const finishes = [0, 0, 0];
+    for await (const ch of await client.chat.completions.create({ ...req, n: 3, stream: true }))
+      for (const c of ch.choices) {
+        texts[c.index] += c.delta.content ?? '';
+        if (c.finish_reason) finishes[c.index]++;
+      }
+    assert.deepEqual(texts, three.choices.map((c) => c.message.content));
+    assert.deepEqual(finishes, [1, 1, 1]);
+    const legacy = await client.completions.create({ model: 'demo', prompt: 'It was a dark', max_tokens: 6, temperature: 0.9, seed: 3, n: 2 });
+    const second = await client.completions.create({ model: 'demo', prompt: 'It was a dark', max_tokens: 6, temperature: 0.9, seed: 4 });
+    assert.equal(legacy.choices[1].text, second.choices[0].text);
+  });
+
   it('--sessions keeps conversations apart: each continues where it left off, with the same replies', async () => {
     const two = await startServer({ model: DEMO, port: 0, sessions: 2, log: false });
     try {
@@ -411,7 +435,7 @@ describe('waste serve: the OpenAI-compatible API on the demo model', () => {
       ['messages not a list', { json: { messages: 'hi' } }, /messages/],
       ['wrong type', { json: { messages: user('x'), temperature: 'hot' } }, /temperature/],
       ['out of range', { json: { messages: user('x'), top_p: 3 } }, /top_p/],
-      ['n > 1', { json: { messages: user('x'), n: 2 } }, /n must be 1/],
+      ['n > 16', { json: { messages: user('x'), n: 17 } }, /n must be at most 16/],
       ['top_logprobs without logprobs', { json: { messages: user('x'), top_logprobs: 2 } }, /logprobs must be true/],
       ['top_logprobs out of range', { json: { messages: user('x'), logprobs: true, top_logprobs: 21 } }, /top_logprobs/],
       ['logit_bias key not a token id', { json: { messages: user('x'), logit_bias: { abc: 1 } } }, /logit_bias.*token ids/],

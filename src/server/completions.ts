@@ -6,7 +6,7 @@ import { type CompletionResult, type CompletionToken, prepareCompletion, runComp
 import { badRequest, openaiErrorBody } from './errors.js';
 import type { Host } from './host.js';
 import { SamplingFields, parseBody, samplingOf } from './openai-request.js';
-import { STALL_MS, type TurnLog, asApiError, drain, holdEngine, queuedWork, refuseIfBusy, streamAbort, wasteStats, writeOrAbort } from './run-turn.js';
+import { STALL_MS, type TurnLog, asApiError, choiceSampling, combined, drain, holdEngine, queuedWork, refuseIfBusy, streamAbort, wasteStats, writeOrAbort } from './run-turn.js';
 import type { RouteEnv } from './server.js';
 
 const Id = z.number().int().min(0);
@@ -18,7 +18,7 @@ export const CompletionBody = z.object({
   suffix: z.string().nullish(),
   max_tokens: z.number().int().min(0).nullish(),
   ...SamplingFields.shape,
-  n: z.number().int().min(1).max(1, 'n must be 1: one completion per request').nullish(),
+  n: z.number().int().min(1).max(16, 'n must be at most 16').nullish(),
   best_of: z.number().int().min(1).max(1, 'best_of must be 1').nullish(),
   logprobs: z.number().int().min(0).max(20).nullish(),
   echo: z.boolean().nullish(),
@@ -58,13 +58,16 @@ export function completionRoutes(app: Hono<RouteEnv>, host: Host): void {
     const b = parseBody(CompletionBody, await c.get('json')());
     if (b.suffix) throw badRequest('suffix: insertion is not supported', 'suffix');
     const prompt = promptOf(b.prompt);
-    const prep = prepareCompletion(host, {
-      prompt,
-      echo: !!b.echo,
-      ...(b.logprobs != null ? { logprobs: b.logprobs } : {}),
-      sampling: samplingOf(b),
-      ...(b.max_tokens != null ? { maxTokens: b.max_tokens } : {}),
-    });
+    const sampling = samplingOf(b);
+    const preps = Array.from({ length: b.n ?? 1 }, (_, i) =>
+      prepareCompletion(host, {
+        prompt,
+        echo: !!b.echo,
+        ...(b.logprobs != null ? { logprobs: b.logprobs } : {}),
+        sampling: choiceSampling(sampling, i),
+        ...(b.max_tokens != null ? { maxTokens: b.max_tokens } : {}),
+      }),
+    );
     const signal = c.req.raw.signal;
     const log: TurnLog = { stream: !!b.stream, waitedSeconds: 0 };
     c.set('turn', log);
@@ -75,40 +78,51 @@ export function completionRoutes(app: Hono<RouteEnv>, host: Host): void {
 
 
     if (!b.stream) {
-      const r = await queuedWork(host, c.get('client'), signal, log, () => drain(runCompletion(host, prep, signal)));
-      log.result = r;
+      const results = await queuedWork(host, c.get('client'), signal, log, async () => {
+        const out: CompletionResult[] = [];
+        for (const prep of preps) out.push(await drain(runCompletion(host, prep, signal)));
+        return out;
+      });
+      const all = combined(results);
+      log.result = all;
       return c.json({
         id,
         object: 'text_completion',
         created,
         model,
-        choices: [{ index: 0, text: r.text, logprobs: r.tokens ? legacyLogprobs(host, r.tokens) : null, finish_reason: finishOf(r) }],
-        usage: usage(r),
-        waste: wasteStats(r),
+        choices: results.map((r, index) => ({ index, text: r.text, logprobs: r.tokens ? legacyLogprobs(host, r.tokens) : null, finish_reason: finishOf(r) })),
+        usage: usage(all),
+        waste: wasteStats(all),
       });
     }
 
     const finished = await holdEngine(host, c.get('client'), signal, log);
     let pending: CompletionToken[] = [];
-    const chunk = (text: string, finish: string | null = null) => {
-      const logprobs = prep.req.logprobs !== undefined ? legacyLogprobs(host, pending) : null;
+    const chunk = (index: number, text: string, finish: string | null = null) => {
+      const logprobs = b.logprobs != null ? legacyLogprobs(host, pending) : null;
       pending = [];
-      return { id, object: 'text_completion', created, model, choices: [{ index: 0, text, logprobs, finish_reason: finish }] };
+      return { id, object: 'text_completion', created, model, choices: [{ index, text, logprobs, finish_reason: finish }] };
     };
     return streamSSE(c, async (stream) => {
       const ac = streamAbort(stream, signal);
       const send = (o: unknown) => writeOrAbort(stream.writeSSE({ data: JSON.stringify(o) }), STALL_MS, ac);
       try {
-        const r = await drain(runCompletion(host, prep, ac.signal), async (e) => {
-          if (ac.signal.aborted) return;
-          // a token comes just before its text, so the chunk carrying the text carries the token
-          if (e.kind === 'token') pending.push(e.entry);
-          else await send(chunk(e.text));
-        });
-        log.result = r;
-        if (r.finish === 'aborted' || ac.signal.aborted) return;
-        await send({ ...chunk('', finishOf(r)), ...(b.stream_options?.include_usage ? {} : { waste: wasteStats(r) }) });
-        if (b.stream_options?.include_usage) await send({ id, object: 'text_completion', created, model, choices: [], usage: usage(r), waste: wasteStats(r) });
+        const results: CompletionResult[] = [];
+        for (const [i, prep] of preps.entries()) {
+          const r = await drain(runCompletion(host, prep, ac.signal), async (e) => {
+            if (ac.signal.aborted) return;
+            // a token comes just before its text, so the chunk carrying the text carries the token
+            if (e.kind === 'token') pending.push(e.entry);
+            else await send(chunk(i, e.text));
+          });
+          results.push(r);
+          log.result = combined(results);
+          if (r.finish === 'aborted' || ac.signal.aborted) return;
+          const last = i === preps.length - 1 && !b.stream_options?.include_usage;
+          await send({ ...chunk(i, '', finishOf(r)), ...(last ? { waste: wasteStats(log.result) } : {}) });
+        }
+        const all = combined(results);
+        if (b.stream_options?.include_usage) await send({ id, object: 'text_completion', created, model, choices: [], usage: usage(all), waste: wasteStats(all) });
         await stream.writeSSE({ data: '[DONE]' });
       } catch (e) {
         const err = asApiError(e);

@@ -78,7 +78,7 @@ export const ChatCompletionBody = z.object({
   max_tokens: z.number().int().min(1).nullish(),
   max_completion_tokens: z.number().int().min(1).nullish(),
   ...SamplingFields.shape,
-  n: z.number().int().min(1).max(1, 'n must be 1: one reply per request').nullish(),
+  n: z.number().int().min(1).max(16, 'n must be at most 16').nullish(),
   logprobs: z.boolean().nullish(),
   top_logprobs: z.number().int().min(0).max(20).nullish(),
   tools: z.array(Tool).max(128).nullish(),

@@ -4,7 +4,7 @@ import { streamSSE } from 'hono/streaming';
 import { ApiError, openaiErrorBody } from './errors.js';
 import { Host, type TokenLogprob, type TurnEvent, type TurnResult } from './host.js';
 import { ChatCompletionBody, chatTurn, parseBody } from './openai-request.js';
-import { STALL_MS, type TurnLog, asApiError, holdEngine, queuedTurn, refuseIfBusy, streamAbort, streamTurn, wasteStats, writeOrAbort } from './run-turn.js';
+import { STALL_MS, type TurnLog, asApiError, choiceSampling, collectTurn, combined, holdEngine, queuedWork, refuseIfBusy, streamAbort, streamTurn, wasteStats, writeOrAbort } from './run-turn.js';
 import type { RouteEnv } from './server.js';
 
 const usage = (r: TurnResult) => ({
@@ -51,7 +51,9 @@ export function openaiRoutes(app: Hono<RouteEnv>, host: Host): void {
   app.post('/v1/chat/completions', async (c) => {
     refuseIfBusy(host);
     const body = parseBody(ChatCompletionBody, await c.get('json')());
-    const req = host.prepare(chatTurn(body));
+    const turn = chatTurn(body);
+    // each choice is its own turn (a grammar's state is per reply), prepared before the queue
+    const reqs = Array.from({ length: body.n ?? 1 }, (_, i) => host.prepare({ ...turn, sampling: choiceSampling(turn.sampling, i) }));
     const signal = c.req.raw.signal;
     const log: TurnLog = { stream: !!body.stream, waitedSeconds: 0 };
     c.set('turn', log);
@@ -60,69 +62,78 @@ export function openaiRoutes(app: Hono<RouteEnv>, host: Host): void {
     const model = host.opts.id;
 
     if (!body.stream) {
-      const r = await queuedTurn(host, c.get('client'), signal, req, log);
-      if (req.req.schema !== undefined && r.finish === 'stop') {
-        // a second opinion on what the grammar enforced; a reply is never withheld over it
-        let problem: string | null;
-        try {
-          problem = Host.check(req.req.schema, r.content);
-        } catch (e) {
-          problem = `the validator failed (${(e as Error).message})`;
+      const results = await queuedWork(host, c.get('client'), signal, log, async () => {
+        const out: TurnResult[] = [];
+        for (const req of reqs) out.push(await collectTurn(host, req, signal));
+        return out;
+      });
+      const all = combined(results);
+      log.result = all;
+      if (turn.schema !== undefined)
+        for (const r of results) {
+          if (r.finish !== 'stop') continue;
+          // a second opinion on what the grammar enforced; a reply is never withheld over it
+          let problem: string | null;
+          try {
+            problem = Host.check(turn.schema, r.content);
+          } catch (e) {
+            problem = `the validator failed (${(e as Error).message})`;
+          }
+          if (problem) c.get('warn')(`structured reply did not validate: ${problem}`);
         }
-        if (problem) c.get('warn')(`structured reply did not validate: ${problem}`);
-      }
       return c.json({
         id,
         object: 'chat.completion',
         created,
         model,
-        choices: [
-          {
-            index: 0,
-            message: {
-              role: 'assistant',
-              content: r.content === '' && r.toolCalls.length ? null : r.content,
-              ...(r.reasoning ? { reasoning_content: r.reasoning } : {}),
-              ...(r.toolCalls.length ? { tool_calls: toolCalls(r) } : {}),
-            },
-            logprobs: r.logprobs ? logprobsOf(host, r.logprobs) : null,
-            finish_reason: r.finish === 'aborted' ? 'stop' : r.finish,
+        choices: results.map((r, index) => ({
+          index,
+          message: {
+            role: 'assistant',
+            content: r.content === '' && r.toolCalls.length ? null : r.content,
+            ...(r.reasoning ? { reasoning_content: r.reasoning } : {}),
+            ...(r.toolCalls.length ? { tool_calls: toolCalls(r) } : {}),
           },
-        ],
-        usage: usage(r),
-        waste: wasteStats(r),
+          logprobs: r.logprobs ? logprobsOf(host, r.logprobs) : null,
+          finish_reason: r.finish === 'aborted' ? 'stop' : r.finish,
+        })),
+        usage: usage(all),
+        waste: wasteStats(all),
       });
     }
 
     const finished = await holdEngine(host, c.get('client'), signal, log);
     // log-probabilities arrive before the text of their token and ride on the next chunk sent
     let pending: TokenLogprob[] = [];
-    const chunk = (delta: Record<string, unknown>, finish: string | null = null) => {
+    const chunk = (index: number, delta: Record<string, unknown>, finish: string | null = null) => {
       const logprobs = pending.length ? logprobsOf(host, pending) : null;
       pending = [];
-      return { id, object: 'chat.completion.chunk', created, model, choices: [{ index: 0, delta, logprobs, finish_reason: finish }] };
+      return { id, object: 'chat.completion.chunk', created, model, choices: [{ index, delta, logprobs, finish_reason: finish }] };
     };
     return streamSSE(c, async (stream) => {
       const ac = streamAbort(stream, signal);
       const send = (o: unknown) => writeOrAbort(stream.writeSSE({ data: JSON.stringify(o) }), STALL_MS, ac);
       try {
-        await send(chunk({ role: 'assistant', content: '' }));
-        const r = await streamTurn(host, req, ac.signal, async (e: TurnEvent) => {
-          if (ac.signal.aborted) return;
-          if (e.kind === 'logprob') pending.push(e.entry);
-          else if (e.kind === 'content') await send(chunk({ content: e.text }));
-          else if (e.kind === 'reasoning') await send(chunk({ reasoning_content: e.text }));
-          else if (e.kind === 'call') await send(chunk({ tool_calls: [{ index: e.index, id: e.id, type: 'function', function: { name: e.name, arguments: '' } }] }));
-          else await send(chunk({ tool_calls: [{ index: e.index, function: { arguments: e.text } }] }));
-        });
-        log.result = r;
-        if (r.finish === 'aborted' || ac.signal.aborted) return;
-        // the engine's figures ride on the last chunk there is: usage's when asked for, else the
-        // finishing one (a chunk with no choices is only sent when the client asked for usage)
-        if (body.stream_options?.include_usage) {
-          await send(chunk({}, r.finish));
-          await send({ id, object: 'chat.completion.chunk', created, model, choices: [], usage: usage(r), waste: wasteStats(r) });
-        } else await send({ ...chunk({}, r.finish), waste: wasteStats(r) });
+        const results: TurnResult[] = [];
+        for (const [i, req] of reqs.entries()) {
+          await send(chunk(i, { role: 'assistant', content: '' }));
+          const r = await streamTurn(host, req, ac.signal, async (e: TurnEvent) => {
+            if (ac.signal.aborted) return;
+            if (e.kind === 'logprob') pending.push(e.entry);
+            else if (e.kind === 'content') await send(chunk(i, { content: e.text }));
+            else if (e.kind === 'reasoning') await send(chunk(i, { reasoning_content: e.text }));
+            else if (e.kind === 'call') await send(chunk(i, { tool_calls: [{ index: e.index, id: e.id, type: 'function', function: { name: e.name, arguments: '' } }] }));
+            else await send(chunk(i, { tool_calls: [{ index: e.index, function: { arguments: e.text } }] }));
+          });
+          results.push(r);
+          log.result = combined(results);
+          if (r.finish === 'aborted' || ac.signal.aborted) return;
+          // the engine's figures ride on the last chunk there is: usage's when asked for, else the
+          // last choice's finishing one (a chunk with no choices is only sent when usage is asked for)
+          const last = i === reqs.length - 1 && !body.stream_options?.include_usage;
+          await send({ ...chunk(i, {}, r.finish), ...(last ? { waste: wasteStats(log.result) } : {}) });
+        }
+        if (body.stream_options?.include_usage) await send({ id, object: 'chat.completion.chunk', created, model, choices: [], usage: usage(log.result!), waste: wasteStats(log.result!) });
         await stream.writeSSE({ data: '[DONE]' });
       } catch (e) {
         const err = asApiError(e);

@@ -148,3 +148,25 @@ export function wasteStats(r: TurnResult): Record<string, number> {
     bytes_read: r.bytesRead,
   };
 }
+
+/**
+ * The sampling of choice `i` of `n`: its own seed (the request's, plus its index), so choice 0 is
+ * what the request gives with n = 1 and each choice is what a request with that seed gives alone.
+ */
+export function choiceSampling<T extends { seed?: number }>(sampling: T, i: number): T {
+  return i === 0 ? sampling : { ...sampling, seed: ((sampling.seed ?? 0) + i) >>> 0 };
+}
+
+/** Several choices' results as one for the request's usage and log line: the prompt once, the rest summed. */
+export function combined<R extends TurnResult>(results: R[]): R {
+  const sum = (f: (r: R) => number) => results.reduce((t, r) => t + f(r), 0);
+  return {
+    ...results[0],
+    completionTokens: sum((r) => r.completionTokens),
+    prefillSeconds: sum((r) => r.prefillSeconds),
+    generateSeconds: sum((r) => r.generateSeconds),
+    hits: sum((r) => r.hits),
+    misses: sum((r) => r.misses),
+    bytesRead: sum((r) => r.bytesRead),
+  };
+}
