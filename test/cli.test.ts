@@ -133,6 +133,10 @@ describe('CLI', () => {
       assert.equal(r.out, '', args.join(' '));
       assert.match(r.err, /has no tokenizer \(tokenizer\.model, tiktoken\.model or tokenizer\.json\), so it runs token ids only/, args.join(' '));
     }
+    // a path that is not there is reported as such, not as a model without a tokenizer
+    const missing = waste('run', path.join(tmpDir('gone'), 'nothing-here'), 'hello');
+    assert.equal(missing.code, 1);
+    assert.match(missing.err, /nothing-here: no such file/);
   });
 
   it('synth writes a container that opens, and refuses to overwrite without --force', () => {

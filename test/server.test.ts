@@ -683,6 +683,17 @@ describe('waste serve: limits and keys', () => {
   });
 });
 
+describe('several choices as one result', () => {
+  it('sums the replies, counts the prompt once, and is aborted when any choice was', async () => {
+    const { combined } = await import('../src/server/run-turn.js');
+    const r = (finish: 'stop' | 'length' | 'aborted', tokens: number) => ({ reasoning: '', content: '', toolCalls: [], finish, promptTokens: 10, cachedTokens: 4, completionTokens: tokens, prefillSeconds: 1, generateSeconds: 2, hits: 3, misses: 1, bytesRead: 100 });
+    const all = combined([r('stop', 5), r('length', 7)]);
+    assert.deepEqual([all.promptTokens, all.cachedTokens, all.completionTokens, all.generateSeconds, all.hits, all.bytesRead, all.finish], [10, 4, 12, 4, 6, 200, 'length']);
+    assert.equal(combined([r('stop', 5), r('aborted', 2)]).finish, 'aborted');
+    assert.equal(combined([r('aborted', 5), r('stop', 2)]).finish, 'aborted');
+  });
+});
+
 describe('fair queue', () => {
   it('serves waiting clients round-robin, drops a waiter whose client left, and refuses beyond its limit', async () => {
     const q = new FairQueue(4);

@@ -80,7 +80,10 @@ export function completionRoutes(app: Hono<RouteEnv>, host: Host): void {
     if (!b.stream) {
       const results = await queuedWork(host, c.get('client'), signal, log, async () => {
         const out: CompletionResult[] = [];
-        for (const prep of preps) out.push(await drain(runCompletion(host, prep, signal)));
+        for (const prep of preps) {
+          if (signal.aborted) break; // the client left: no more choices
+          out.push(await drain(runCompletion(host, prep, signal)));
+        }
         return out;
       });
       const all = combined(results);

@@ -64,7 +64,10 @@ export function openaiRoutes(app: Hono<RouteEnv>, host: Host): void {
     if (!body.stream) {
       const results = await queuedWork(host, c.get('client'), signal, log, async () => {
         const out: TurnResult[] = [];
-        for (const req of reqs) out.push(await collectTurn(host, req, signal));
+        for (const req of reqs) {
+          if (signal.aborted) break; // the client left: no more choices
+          out.push(await collectTurn(host, req, signal));
+        }
         return out;
       });
       const all = combined(results);

@@ -162,6 +162,7 @@ export function combined<R extends TurnResult>(results: R[]): R {
   const sum = (f: (r: R) => number) => results.reduce((t, r) => t + f(r), 0);
   return {
     ...results[0],
+    finish: results.some((r) => r.finish === 'aborted') ? 'aborted' : results[results.length - 1].finish,
     completionTokens: sum((r) => r.completionTokens),
     prefillSeconds: sum((r) => r.prefillSeconds),
     generateSeconds: sum((r) => r.generateSeconds),

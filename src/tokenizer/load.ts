@@ -37,6 +37,8 @@ const TOKENIZER_FILES = ['tokenizer.model', 'tiktoken.model', 'tokenizer.json'];
  * text need one, and loading the weights first would only delay the same error.
  */
 export function requireTokenizerFiles(dir: string): void {
+  // a path that is not a directory is the model's to report (no such file, not a container)
+  if (!fs.statSync(dir, { throwIfNoEntry: false })?.isDirectory()) return;
   if (!TOKENIZER_FILES.some((f) => fs.existsSync(path.join(dir, f))))
     throw new WasteError('E_UNSUPPORTED', `${dir} has no tokenizer (tokenizer.model, tiktoken.model or tokenizer.json), so it runs token ids only`);
 }
