@@ -75,6 +75,11 @@ export class Session {
     return logits;
   }
 
+  /** Tokens the model runs together in prefill. */
+  get prefillChunk(): number {
+    return this.host.net.chunk;
+  }
+
   /** The generation loop's view: feed ids, get the last logits. */
   feed(ids: number[]): Promise<Float32Array> {
     return this.forward(ids);

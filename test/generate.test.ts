@@ -181,6 +181,40 @@ describe('generation on a model', () => {
     assert.notDeepEqual(await run(7), await run(8));
   });
 
+  it('an AbortSignal stops a long prefill between chunks; what was fed is kept and the rest follows bit for bit', async () => {
+    const { generateTokens } = await import('../src/generate/generate.js');
+    const s = model.session();
+    const ids = model.tokenize('the quick brown fox jumps over the lazy dog').slice(0, 30);
+    assert.ok(ids.length > 16, String(ids.length));
+    const ac = new AbortController();
+    const fed: number[] = [];
+    // the session, seen through a wrapper that aborts once the first piece is in
+    const view = {
+      get position() { return s.position; },
+      get limit() { return s.limit; },
+      get history() { return s.history; },
+      get lastLogits() { return s.lastLogits; },
+      prefillChunk: 8,
+      async feed(part: number[]) {
+        fed.push(part.length);
+        const out = await s.feed(part);
+        ac.abort();
+        return out;
+      },
+    };
+    const r = await collect(generateTokens(view, ids, { maxTokens: 5, signal: ac.signal }, model.tokenizer().decoder(), model.config.eosTokenIds));
+    assert.equal(r.result.finish, 'aborted');
+    assert.deepEqual(r.result.tokens, []);
+    assert.deepEqual(fed, [8]);
+    assert.deepEqual(s.history, ids.slice(0, 8));
+    // the rest of the prompt, fed later, ends where feeding it all at once does
+    const rest = await s.forward(ids.slice(8));
+    const whole = model.session();
+    assert.ok(sameBits(rest, await whole.forward(ids)));
+    s.close();
+    whole.close();
+  });
+
   it('an AbortSignal stops within one token and the session stays usable', async () => {
     const s = model.session();
     const ac = new AbortController();

@@ -54,6 +54,8 @@ export interface Feedable {
   feed(ids: number[]): Promise<Float32Array>;
   /** Logits after the last token fed (when the prompt is empty). */
   readonly lastLogits: Float32Array | undefined;
+  /** Tokens the model runs together in prefill; a prompt is fed this many at a time. */
+  readonly prefillChunk?: number;
 }
 
 /**
@@ -78,10 +80,18 @@ export async function* generateTokens(
   const ends = new Set([...endIds, ...(opts.stopTokens ?? [])]);
   const stops = new StopMatcher(opts.stop ?? []);
   const t0 = performance.now();
-  let logits: Float32Array;
-  if (prompt.length) logits = await session.feed(prompt);
-  else if (session.lastLogits) logits = session.lastLogits;
-  else throw new WasteError('E_ARG', 'nothing to continue from: give a prompt');
+  if (!prompt.length && !session.lastLogits) throw new WasteError('E_ARG', 'nothing to continue from: give a prompt');
+  let logits = session.lastLogits!;
+  // a chunk at a time (the model's own chunk boundaries, so the same arithmetic as all at once):
+  // a long prefill can take minutes, and the signal is heard between chunks
+  const piece = Math.max(1, session.prefillChunk ?? prompt.length);
+  for (let i = 0; i < prompt.length; i += piece) {
+    if (opts.signal?.aborted) {
+      const s = (performance.now() - t0) / 1000;
+      return { text: '', tokens: [], finish: 'aborted', promptTokens: prompt.length, prefillSeconds: s, generateSeconds: 0, ...(opts.logprobs || nTop ? { logprobs: [] } : {}) };
+    }
+    logits = await session.feed(prompt.slice(i, i + piece));
+  }
   const t1 = performance.now();
 
   const tokens: number[] = [];
