@@ -107,9 +107,11 @@ describe('CLI', () => {
     const r = waste('bench', model, '--tokens', '3', '--prompt-tokens', '2', '--json', '--threads', '1');
     assert.equal(r.code, 0, r.err);
     const j = JSON.parse(r.out);
-    for (const k of ['decode_tok_s', 'floor_tok_s', 'hit_rate', 'bytes_per_token', 'read_wait_s', 'peak_rss_bytes', 'baseline_rss_bytes', 'budget_bytes', 'odirect'])
+    for (const k of ['decode_tok_s', 'floor_tok_s', 'hit_rate', 'bytes_per_token', 'read_wait_s', 'peak_rss_bytes', 'baseline_rss_bytes', 'budget_bytes', 'odirect', 'prefill_reads', 'prefill_bytes', 'chunk'])
       assert.ok(k in j, k);
     assert.ok(j.decode_tok_s > 0 && j.peak_rss_bytes > j.baseline_rss_bytes);
+    // a cold cache: the prompt's experts were read
+    assert.ok(j.prefill_reads > 0 && j.prefill_bytes > 0 && j.chunk === 64, JSON.stringify(j));
     // no model and nothing else to measure: the demo model (O_DIRECT where the file system allows it)
     const d = waste('bench', '--tokens', '3', '--prompt-tokens', '2', '--json', '--threads', '1');
     assert.equal(d.code, 0, d.err);

@@ -23,6 +23,11 @@ export interface StreamBenchResult {
   prompt_tokens: number;
   decode_tok_s: number;
   prefill_tok_s: number;
+  /** Expert records the prefill read, and their bytes (one read per distinct expert per chunk). */
+  prefill_reads: number;
+  prefill_bytes: number;
+  /** Prefill tokens run together (--chunk). */
+  chunk: number;
   /** Decode speed if the same records were read back to back at the disk's raw speed. */
   floor_tok_s: number;
   floor_read_bytes_s: number;
@@ -116,6 +121,7 @@ export async function benchStream(dir: string, opts: StreamBenchOptions = {}): P
     const s = m.newSession();
     const prompt = Array.from({ length: promptTokens }, (_, i) => (i * 7919 + 13) % cfg.vocab);
     log(`prefill of ${promptTokens} tokens…`);
+    const pre = m.stats();
     const t0 = performance.now();
     let logits = await s.forward(prompt);
     const prefillS = (performance.now() - t0) / 1000;
@@ -148,6 +154,9 @@ export async function benchStream(dir: string, opts: StreamBenchOptions = {}): P
       prompt_tokens: promptTokens,
       decode_tok_s: tokens / decodeS,
       prefill_tok_s: promptTokens / prefillS,
+      prefill_reads: before.misses - pre.misses,
+      prefill_bytes: before.bytesRead - pre.bytesRead,
+      chunk: m.net.chunk,
       floor_tok_s: floorS > 0 ? tokens / floorS : Infinity,
       floor_read_bytes_s: floorS > 0 ? bytes / floorS : 0,
       hit_rate: demand ? (after.hits - before.hits) / demand : 0,
@@ -226,7 +235,7 @@ export function renderStream(r: StreamBenchResult): string {
   return [
     `model ${r.model} (${r.note})`,
     `budget ${gb(r.budget_bytes)} (floor ${gb(r.floor_bytes)}), ${r.cache_slots} cache slots, ${r.threads} threads, ${r.io_threads} I/O threads, O_DIRECT ${r.odirect ? 'on' : `off${r.odirect_note ? ` (${r.odirect_note})` : ''}`}`,
-    `prefill ${r.prefill_tok_s.toFixed(2)} tok/s (${r.prompt_tokens} tokens)`,
+    `prefill ${r.prefill_tok_s.toFixed(2)} tok/s (${r.prompt_tokens} tokens, chunks of ${r.chunk}: ${r.prefill_reads} expert reads, ${gb(r.prefill_bytes)})`,
     `decode  ${r.decode_tok_s.toFixed(3)} tok/s over ${r.tokens} tokens; I/O floor ${r.floor_tok_s.toFixed(3)} tok/s (${(r.floor_read_bytes_s / 1e9).toFixed(2)} GB/s raw) → ${(r.decode_tok_s / r.floor_tok_s).toFixed(2)} of the floor`,
     `hit rate ${(100 * r.hit_rate).toFixed(1)}%, ${(r.bytes_per_token / 1e6).toFixed(1)} MB read per token, ${r.read_wait_s.toFixed(2)} s waiting on reads`,
     `lookahead ${r.lookahead}: ${r.speculative_reads} reads, ${r.speculative_used} used, precision ${r.lookahead_precision === null ? 'n/a' : `${(100 * r.lookahead_precision).toFixed(1)}%`}`,
