@@ -1,12 +1,11 @@
 import { randomBytes } from 'node:crypto';
 import type { Hono } from 'hono';
-import { streamSSE } from 'hono/streaming';
 import { z } from 'zod';
 import { type CompletionResult, type CompletionToken, prepareCompletion, runCompletion } from './completion.js';
-import { badRequest, openaiErrorBody } from './errors.js';
+import { badRequest } from './errors.js';
 import type { Host } from './host.js';
 import { SamplingFields, parseBody, samplingOf } from './openai-request.js';
-import { STALL_MS, type TurnLog, asApiError, choiceSampling, combined, drain, holdEngine, queuedWork, refuseIfBusy, streamAbort, wasteStats, writeOrAbort } from './run-turn.js';
+import { type TurnLog, choiceSampling, drain, holdEngine, queuedChoices, refuseIfBusy, streamChoices, wasteStats } from './run-turn.js';
 import type { RouteEnv } from './server.js';
 
 const Id = z.number().int().min(0);
@@ -78,16 +77,8 @@ export function completionRoutes(app: Hono<RouteEnv>, host: Host): void {
 
 
     if (!b.stream) {
-      const results = await queuedWork(host, c.get('client'), signal, log, async () => {
-        const out: CompletionResult[] = [];
-        for (const prep of preps) {
-          if (signal.aborted) break; // the client left: no more choices
-          out.push(await drain(runCompletion(host, prep, signal)));
-        }
-        return out;
-      });
-      const all = combined(results);
-      log.result = all;
+      const results = await queuedChoices(host, c.get('client'), signal, log, preps.length, (i) => drain(runCompletion(host, preps[i], signal)));
+      const all = log.result as CompletionResult;
       return c.json({
         id,
         object: 'text_completion',
@@ -106,34 +97,18 @@ export function completionRoutes(app: Hono<RouteEnv>, host: Host): void {
       pending = [];
       return { id, object: 'text_completion', created, model, choices: [{ index, text, logprobs, finish_reason: finish }] };
     };
-    return streamSSE(c, async (stream) => {
-      const ac = streamAbort(stream, signal);
-      const send = (o: unknown) => writeOrAbort(stream.writeSSE({ data: JSON.stringify(o) }), STALL_MS, ac);
-      try {
-        const results: CompletionResult[] = [];
-        for (const [i, prep] of preps.entries()) {
-          const r = await drain(runCompletion(host, prep, ac.signal), async (e) => {
-            if (ac.signal.aborted) return;
-            // a token comes just before its text, so the chunk carrying the text carries the token
-            if (e.kind === 'token') pending.push(e.entry);
-            else await send(chunk(i, e.text));
-          });
-          results.push(r);
-          log.result = combined(results);
-          if (r.finish === 'aborted' || ac.signal.aborted) return;
-          const last = i === preps.length - 1 && !b.stream_options?.include_usage;
-          await send({ ...chunk(i, '', finishOf(r)), ...(last ? { waste: wasteStats(log.result) } : {}) });
-        }
-        const all = combined(results);
-        if (b.stream_options?.include_usage) await send({ id, object: 'text_completion', created, model, choices: [], usage: usage(all), waste: wasteStats(all) });
-        await stream.writeSSE({ data: '[DONE]' });
-      } catch (e) {
-        const err = asApiError(e);
-        c.get('warn')(`stream failed: ${err.message}`);
-        if (!ac.signal.aborted) await send(openaiErrorBody(err));
-      } finally {
-        finished();
-      }
+    return streamChoices(c, signal, log, finished, {
+      count: preps.length,
+      includeUsage: !!b.stream_options?.include_usage,
+      run: (i, send, stop) =>
+        drain(runCompletion(host, preps[i], stop), async (e) => {
+          if (stop.aborted) return;
+          // a token comes just before its text, so the chunk carrying the text carries the token
+          if (e.kind === 'token') pending.push(e.entry);
+          else await send(chunk(i, e.text));
+        }),
+      finishChunk: (i, r) => chunk(i, '', finishOf(r)),
+      usageChunk: (all) => ({ id, object: 'text_completion', created, model, choices: [], usage: usage(all) }),
     });
   });
 }

@@ -1,10 +1,9 @@
 import { randomBytes } from 'node:crypto';
-import type { Context, Hono } from 'hono';
-import { streamSSE } from 'hono/streaming';
+import type { Hono } from 'hono';
 import { ApiError, openaiErrorBody } from './errors.js';
 import { Host, type TokenLogprob, type TurnEvent, type TurnResult } from './host.js';
 import { ChatCompletionBody, chatTurn, parseBody } from './openai-request.js';
-import { STALL_MS, type TurnLog, asApiError, choiceSampling, collectTurn, combined, holdEngine, queuedWork, refuseIfBusy, streamAbort, streamTurn, wasteStats, writeOrAbort } from './run-turn.js';
+import { type TurnLog, choiceSampling, collectTurn, holdEngine, queuedChoices, refuseIfBusy, streamChoices, streamTurn, wasteStats } from './run-turn.js';
 import type { RouteEnv } from './server.js';
 
 const usage = (r: TurnResult) => ({
@@ -62,16 +61,8 @@ export function openaiRoutes(app: Hono<RouteEnv>, host: Host): void {
     const model = host.opts.id;
 
     if (!body.stream) {
-      const results = await queuedWork(host, c.get('client'), signal, log, async () => {
-        const out: TurnResult[] = [];
-        for (const req of reqs) {
-          if (signal.aborted) break; // the client left: no more choices
-          out.push(await collectTurn(host, req, signal));
-        }
-        return out;
-      });
-      const all = combined(results);
-      log.result = all;
+      const results = await queuedChoices(host, c.get('client'), signal, log, reqs.length, (i) => collectTurn(host, reqs[i], signal));
+      const all = log.result!;
       if (turn.schema !== undefined)
         for (const r of results) {
           if (r.finish !== 'stop') continue;
@@ -113,38 +104,22 @@ export function openaiRoutes(app: Hono<RouteEnv>, host: Host): void {
       pending = [];
       return { id, object: 'chat.completion.chunk', created, model, choices: [{ index, delta, logprobs, finish_reason: finish }] };
     };
-    return streamSSE(c, async (stream) => {
-      const ac = streamAbort(stream, signal);
-      const send = (o: unknown) => writeOrAbort(stream.writeSSE({ data: JSON.stringify(o) }), STALL_MS, ac);
-      try {
-        const results: TurnResult[] = [];
-        for (const [i, req] of reqs.entries()) {
-          await send(chunk(i, { role: 'assistant', content: '' }));
-          const r = await streamTurn(host, req, ac.signal, async (e: TurnEvent) => {
-            if (ac.signal.aborted) return;
-            if (e.kind === 'logprob') pending.push(e.entry);
-            else if (e.kind === 'content') await send(chunk(i, { content: e.text }));
-            else if (e.kind === 'reasoning') await send(chunk(i, { reasoning_content: e.text }));
-            else if (e.kind === 'call') await send(chunk(i, { tool_calls: [{ index: e.index, id: e.id, type: 'function', function: { name: e.name, arguments: '' } }] }));
-            else await send(chunk(i, { tool_calls: [{ index: e.index, function: { arguments: e.text } }] }));
-          });
-          results.push(r);
-          log.result = combined(results);
-          if (r.finish === 'aborted' || ac.signal.aborted) return;
-          // the engine's figures ride on the last chunk there is: usage's when asked for, else the
-          // last choice's finishing one (a chunk with no choices is only sent when usage is asked for)
-          const last = i === reqs.length - 1 && !body.stream_options?.include_usage;
-          await send({ ...chunk(i, {}, r.finish), ...(last ? { waste: wasteStats(log.result) } : {}) });
-        }
-        if (body.stream_options?.include_usage) await send({ id, object: 'chat.completion.chunk', created, model, choices: [], usage: usage(log.result!), waste: wasteStats(log.result!) });
-        await stream.writeSSE({ data: '[DONE]' });
-      } catch (e) {
-        const err = asApiError(e);
-        c.get('warn')(`stream failed: ${err.message}`);
-        if (!ac.signal.aborted) await send(openaiErrorBody(err));
-      } finally {
-        finished();
-      }
+    return streamChoices(c, signal, log, finished, {
+      count: reqs.length,
+      includeUsage: !!body.stream_options?.include_usage,
+      run: async (i, send, stop) => {
+        await send(chunk(i, { role: 'assistant', content: '' }));
+        return streamTurn(host, reqs[i], stop, async (e: TurnEvent) => {
+          if (stop.aborted) return;
+          if (e.kind === 'logprob') pending.push(e.entry);
+          else if (e.kind === 'content') await send(chunk(i, { content: e.text }));
+          else if (e.kind === 'reasoning') await send(chunk(i, { reasoning_content: e.text }));
+          else if (e.kind === 'call') await send(chunk(i, { tool_calls: [{ index: e.index, id: e.id, type: 'function', function: { name: e.name, arguments: '' } }] }));
+          else await send(chunk(i, { tool_calls: [{ index: e.index, function: { arguments: e.text } }] }));
+        });
+      },
+      finishChunk: (i, r) => chunk(i, {}, r.finish),
+      usageChunk: (all) => ({ id, object: 'chat.completion.chunk', created, model, choices: [], usage: usage(all) }),
     });
   });
 }

@@ -1,7 +1,10 @@
+import type { Context } from 'hono';
+import { streamSSE } from 'hono/streaming';
 import { WasteError } from '../util/errors.js';
-import { ApiError } from './errors.js';
+import { ApiError, openaiErrorBody } from './errors.js';
 import type { Host, PreparedTurn, TurnEvent, TurnResult } from './host.js';
 import { QueueFull } from './queue.js';
+import type { RouteEnv } from './server.js';
 
 /** What the request log line reports of a turn. */
 export interface TurnLog {
@@ -170,4 +173,62 @@ export function combined<R extends TurnResult>(results: R[]): R {
     misses: sum((r) => r.misses),
     bytesRead: sum((r) => r.bytesRead),
   };
+}
+
+/** The choices of a request run in turn once the engine is free; a client that leaves stops the rest. */
+export function queuedChoices<R extends TurnResult>(host: Host, client: string, signal: AbortSignal, log: TurnLog, count: number, run: (i: number) => Promise<R>): Promise<R[]> {
+  return queuedWork(host, client, signal, log, async () => {
+    const out: R[] = [];
+    for (let i = 0; i < count && !signal.aborted; i++) out.push(await run(i));
+    if (!out.length) throw new ApiError(499, 'the client went away while waiting', 'invalid_request_error', 'client_closed');
+    log.result = combined(out);
+    return out;
+  });
+}
+
+/** How one OpenAI endpoint streams its choices (see streamChoices). */
+export interface ChoiceStream<R extends TurnResult> {
+  count: number;
+  includeUsage: boolean;
+  /** Run choice `i`, sending its pieces as they come. */
+  run(i: number, send: (chunk: unknown) => Promise<void>, signal: AbortSignal): Promise<R>;
+  /** The chunk that ends choice `i`. */
+  finishChunk(i: number, r: R): Record<string, unknown>;
+  /** The last chunk, with usage and no choices (sent only when the client asked for usage). */
+  usageChunk(all: R): Record<string, unknown>;
+}
+
+/**
+ * Stream a request's choices as server-sent events, one after another: each choice's pieces, then
+ * its finishing chunk; usage once at the end when asked for, and the engine's figures on the last
+ * chunk there is; then [DONE]. A client that leaves stops it within a token; a fault mid-stream is
+ * sent as an OpenAI error event. `finished` gives the engine back when the stream ends.
+ */
+export function streamChoices<R extends TurnResult>(c: Context<RouteEnv>, signal: AbortSignal, log: TurnLog, finished: () => void, o: ChoiceStream<R>): Response {
+  return streamSSE(c, async (stream) => {
+    const ac = streamAbort(stream, signal);
+    const send = (chunk: unknown) => writeOrAbort(stream.writeSSE({ data: JSON.stringify(chunk) }), STALL_MS, ac);
+    try {
+      const results: R[] = [];
+      for (let i = 0; i < o.count; i++) {
+        const r = await o.run(i, send, ac.signal);
+        results.push(r);
+        log.result = combined(results);
+        if (r.finish === 'aborted' || ac.signal.aborted) return;
+        const last = i === o.count - 1 && !o.includeUsage;
+        await send({ ...o.finishChunk(i, r), ...(last ? { waste: wasteStats(log.result) } : {}) });
+      }
+      if (o.includeUsage) {
+        const all = combined(results);
+        await send({ ...o.usageChunk(all), waste: wasteStats(all) });
+      }
+      await stream.writeSSE({ data: '[DONE]' });
+    } catch (e) {
+      const err = asApiError(e);
+      c.get('warn')(`stream failed: ${err.message}`);
+      if (!ac.signal.aborted) await send(openaiErrorBody(err));
+    } finally {
+      finished();
+    }
+  });
 }
