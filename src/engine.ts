@@ -24,7 +24,7 @@ import { Session, type SessionHost } from './session.js';
 import { Chat, type ChatOptions } from './generate/chat.js';
 import { type GenerationDefaults, readGenerationDefaults } from './generate/defaults.js';
 import { type ChatFormat, loadChatFormat } from './tokenizer/chat.js';
-import { loadTokenizer } from './tokenizer/load.js';
+import { loadTokenizer, noTokenizer } from './tokenizer/load.js';
 import type { Tokenizer } from './tokenizer/tokenizer.js';
 import { modelIdentity } from './runtime/identity.js';
 import { WasteError } from './util/errors.js';
@@ -295,7 +295,7 @@ export class Model implements SessionHost {
   /** The model's tokenizer (loaded on first use); a clear error when the directory has none. */
   tokenizer(): Tokenizer {
     if (this.tok === undefined) this.tok = loadTokenizer(this.dir, { modelVocab: this.config.vocab }) ?? null;
-    if (!this.tok) throw new WasteError('E_UNSUPPORTED', `${this.dir} has no tokenizer (tokenizer.model, tiktoken.model or tokenizer.json), so it runs token ids only`);
+    if (!this.tok) throw noTokenizer(this.dir);
     return this.tok;
   }
 

@@ -3,6 +3,7 @@ import type { SessionOptions } from '../engine.js';
 import type { ChatFormat, ChatMessage } from '../tokenizer/chat.js';
 import type { Tokenizer } from '../tokenizer/tokenizer.js';
 import { WasteError } from '../util/errors.js';
+import { relay } from '../util/relay.js';
 import { isObject } from '../util/fields.js';
 import type { GenerationResult } from './generate.js';
 
@@ -55,19 +56,7 @@ export class Chat {
     const { fresh, reset } = this.session.resume(ids);
     if (reset) this.reprocessed++;
     const gen = this.session.generate(fresh, { ...opts, stop: [...this.stopText, ...(opts.stop ?? [])], stopTokens: [...this.ends, ...(opts.stopTokens ?? [])] });
-    let result: GenerationResult | undefined;
-    try {
-      for (;;) {
-        const step = await gen.next();
-        if (step.done) {
-          result = step.value;
-          break;
-        }
-        if (step.value.text) yield step.value.text;
-      }
-    } finally {
-      if (!result) await gen.return(undefined as never);
-    }
+    const result = yield* relay(gen, (step) => (step.text ? [step.text] : []));
     const tokens = result.tokens.length && this.ends.includes(result.tokens[result.tokens.length - 1]) ? result.tokens.slice(0, -1) : result.tokens;
     this.messages.push({ role: 'assistant', content: result.text, ids: tokens });
     this.last = result;

@@ -13,17 +13,17 @@ import { formatSize } from '../util/size.js';
 import { type UsableRam, usableRam } from './ram.js';
 
 /**
- * The memory plan: what a model needs resident (trunk, per-session state, scratch), one token's
- * expert working set, and so the floor below which the engine refuses to open; the default budget
- * (floor plus 3, 2 or 1 working sets, the most that fits under 7/8 of usable RAM); and, for a given
- * budget, exactly how the arenas are laid out and how many expert-cache slots they hold.
- */
-/**
  * Prefill tokens run together by default: each expert the chunk routes to is read once for all of
  * them (64, as the C engine does; 16 read 2.1x the bytes for a 128-token prompt, docs/PERFORMANCE.md).
  */
 export const DEFAULT_CHUNK = 64;
 
+/**
+ * The memory plan: what a model needs resident (trunk, per-session state, scratch), one token's
+ * expert working set, and so the floor below which the engine refuses to open; the default budget
+ * (floor plus 3, 2 or 1 working sets, the most that fits under 7/8 of usable RAM); and, for a given
+ * budget, exactly how the arenas are laid out and how many expert-cache slots they hold.
+ */
 export interface PlanOptions {
   maxContext?: number;
   chunk?: number;

@@ -1,6 +1,7 @@
-import type { GenerateOptions, GenerationResult } from '../generate/generate.js';
+import type { GenerateOptions, GeneratedToken, GenerationResult } from '../generate/generate.js';
 import { topLogprobs } from '../generate/sampler.js';
 import { logSumExp } from '../util/log-sum-exp.js';
+import { relay, yieldToLoop } from '../util/relay.js';
 import { ApiError, badRequest } from './errors.js';
 import type { Host, TurnResult } from './host.js';
 
@@ -43,16 +44,13 @@ export interface CompletionResult extends TurnResult {
 /** Rows of prompt logits computed at a time when scoring a prompt (memory: rows × vocabulary floats). */
 const SCORE_CHUNK = 16;
 
-const yieldToLoop = () => new Promise((resolve) => setImmediate(resolve));
-
 /** Tokenize and check a completion request against the model and the server's limits. */
 export function prepareCompletion(host: Host, req: CompletionRequest): PreparedCompletion {
   const vocab = host.model.config.vocab;
   const ids = typeof req.prompt === 'string' ? host.model.tokenizer().encode(req.prompt) : req.prompt;
   for (const id of ids) if (id >= vocab) throw badRequest(`prompt: token ${id} is beyond this model's vocabulary of ${vocab}`, 'prompt');
   if (!ids.length) throw badRequest('prompt: there is nothing to complete (the prompt has no tokens)', 'prompt');
-  for (const id of Object.keys(req.sampling.logitBias ?? {}))
-    if (Number(id) >= vocab) throw badRequest(`logit_bias: token ${id} is beyond this model's vocabulary of ${vocab}`, 'logit_bias');
+  host.checkSampling(req.sampling);
   const asked = Math.min(req.maxTokens ?? 16, host.opts.maxTokens);
   if (asked === 0 && !req.echo) throw badRequest('max_tokens: 0 generates nothing; it goes with echo (to score the prompt)', 'max_tokens');
   const limit = host.contextLength;
@@ -129,23 +127,13 @@ export async function* runCompletion(host: Host, prep: PreparedCompletion, signa
     }
     if (generating && !aborted) {
       const gen = picked!.session.generate(fresh, { ...req.sampling, maxTokens: prep.maxTokens, signal, ...(n !== undefined ? { logprobs: true, topLogprobs: n } : {}) });
-      try {
-        for (;;) {
-          const step = await gen.next();
-          if (step.done) {
-            result = step.value;
-            break;
-          }
-          const { token, logprob, top } = step.value;
-          if (tokens && token >= 0 && !eos.has(token)) held.push({ token, logprob, top: top ?? [], offset: 0 });
-          if (step.value.text) yield* release(step.value.text);
-          await yieldToLoop();
-        }
-      } finally {
-        if (!result) await gen.return(undefined as never);
-      }
+      result = yield* relay(gen, async function* (step: GeneratedToken): AsyncGenerator<CompletionEvent> {
+        if (tokens && step.token >= 0 && !eos.has(step.token)) held.push({ token: step.token, logprob: step.logprob, top: step.top ?? [], offset: 0 });
+        if (step.text) yield* release(step.text);
+        await yieldToLoop();
+      });
       // tokens whose text a stop string cut never show, and are not listed
-      if (result?.stopString === undefined) yield* release('');
+      if (result.stopString === undefined) yield* release('');
     }
   } catch (e) {
     picked?.session.reset();

@@ -3,11 +3,12 @@ import type { TokenVocab } from '../constrain/vocab.js';
 import { validator } from '../constrain/schema.js';
 import type { TokenConstraint } from '../constrain/constraint.js';
 import type { Model } from '../engine.js';
-import type { FinishReason, GenerateOptions, GenerationResult } from '../generate/generate.js';
+import type { FinishReason, GenerateOptions, GeneratedToken, GenerationResult } from '../generate/generate.js';
 import { type ReplyEvent, ReplyParser } from '../generate/reply.js';
 import type { Session } from '../session.js';
 import type { ChatMessage, ToolCall } from '../tokenizer/chat.js';
 import { WasteError } from '../util/errors.js';
+import { relay, yieldToLoop } from '../util/relay.js';
 import { type ToolDecl, turnConstraint } from './constraints.js';
 import { ApiError, badRequest } from './errors.js';
 import { FairQueue } from './queue.js';
@@ -180,6 +181,13 @@ export class Host {
     return { ids, reasoningFirst };
   }
 
+  /** A request's sampling options against this model: a 400 now rather than a fault mid-reply. */
+  checkSampling(sampling: { logitBias?: Record<number, number> }): void {
+    const vocab = this.model.config.vocab;
+    for (const id of Object.keys(sampling.logitBias ?? {}))
+      if (Number(id) >= vocab) throw badRequest(`logit_bias: token ${id} is beyond this model's vocabulary of ${vocab}`, 'logit_bias');
+  }
+
   /** Count a conversation's prompt tokens (Anthropic's count_tokens). */
   countTokens(req: TurnRequest): number {
     return this.prompt(req).ids.length;
@@ -190,9 +198,7 @@ export class Host {
    * that cannot run gets its 400 at once, streaming or not.
    */
   prepare(req: TurnRequest): PreparedTurn {
-    const vocab = this.model.config.vocab;
-    for (const id of Object.keys(req.sampling.logitBias ?? {}))
-      if (Number(id) >= vocab) throw badRequest(`logit_bias: token ${id} is beyond this model's vocabulary of ${vocab}`, 'logit_bias');
+    this.checkSampling(req.sampling);
     const { ids, reasoningFirst } = this.prompt(req);
     const format = this.model.chatFormat();
     const tok = this.model.tokenizer();
@@ -246,43 +252,33 @@ export class Host {
       stop: [...(endId === undefined && format.assistantEnd ? [format.assistantEnd] : []), ...(req.sampling.stop ?? [])],
       stopTokens: endTokens,
     });
-    let result: GenerationResult | undefined;
     const ends = new Set([...endTokens, ...(endId !== undefined ? [endId] : [])]);
     const logprobs: TokenLogprob[] | undefined = req.sampling.logprobs ? [] : undefined;
     const held: TokenLogprob[] = [];
-    try {
-      for (;;) {
-        const step = await gen.next();
-        if (step.done) {
-          result = step.value;
-          break;
-        }
-        const { token, logprob, top } = step.value;
-        if (logprobs && token >= 0 && !ends.has(token)) held.push({ token, logprob, top: top ?? [] });
-        // a token's log-probability goes out when its text does (before it, so a stream sends
-        // them together); tokens whose text a stop string cuts never show and are not listed
-        if (step.value.text)
-          for (const entry of held.splice(0)) {
-            logprobs!.push(entry);
-            yield { kind: 'logprob', entry };
-          }
-        if (step.value.text) for (const ev of parser.push(step.value.text)) yield ev;
-        // the forward pass never gives the event loop a turn by itself: without this, streamed
-        // pieces would sit unsent, a client's disconnect unseen and /health unanswered until the end
-        await new Promise((resolve) => setImmediate(resolve));
-      }
-    } catch (e) {
-      // whatever the engine's state is after a fault, the next turn starts from a clean one
-      session.reset();
-      throw e;
-    } finally {
-      if (!result) await gen.return(undefined as never);
-    }
-    if (result.stopString === undefined)
+    // a token's log-probability goes out when its text does (before it, so a stream sends them
+    // together); tokens whose text a stop string cuts never show and are not listed
+    function* release(): Generator<TurnEvent> {
       for (const entry of held.splice(0)) {
         logprobs!.push(entry);
         yield { kind: 'logprob', entry };
       }
+    }
+    let result: GenerationResult;
+    try {
+      result = yield* relay(gen, async function* (step: GeneratedToken): AsyncGenerator<TurnEvent> {
+        if (logprobs && step.token >= 0 && !ends.has(step.token)) held.push({ token: step.token, logprob: step.logprob, top: step.top ?? [] });
+        if (step.text) {
+          yield* release();
+          yield* parser.push(step.text);
+        }
+        await yieldToLoop();
+      });
+    } catch (e) {
+      // whatever the engine's state is after a fault, the next turn starts from a clean one
+      session.reset();
+      throw e;
+    }
+    if (result.stopString === undefined) yield* release();
     for (const ev of parser.flush()) yield ev;
     const after = this.model.stats();
     return {

@@ -8,6 +8,10 @@ import { parseRanks } from './ranks.js';
 import { TiktokenTokenizer } from './tiktoken.js';
 import type { Tokenizer } from './tokenizer.js';
 
+/** The files a tokenizer is read from: tiktoken ranks (a container's, or a checkpoint's), or HuggingFace's JSON. */
+const RANK_FILES = ['tokenizer.model', 'tiktoken.model'];
+const HF_FILE = 'tokenizer.json';
+
 /**
  * The tokenizer of a model directory — a container (`tokenizer.model` + `specials.json`), a
  * HuggingFace checkpoint (`tiktoken.model` + `tokenizer_config.json`, or `tokenizer.json`) — or of
@@ -16,21 +20,18 @@ import type { Tokenizer } from './tokenizer.js';
  */
 export function loadTokenizer(dir: string, opts: { modelVocab?: number } = {}): Tokenizer | undefined {
   const at = (f: string) => path.join(dir, f);
-  const rankFile = ['tokenizer.model', 'tiktoken.model'].map(at).find((f) => fs.existsSync(f));
+  const rankFile = RANK_FILES.map(at).find((f) => fs.existsSync(f));
   if (rankFile) {
     const ranks = parseRanks(readBytes(rankFile), rankFile);
     const named = fs.existsSync(at('specials.json')) ? specialsJson(at('specials.json')) : fs.existsSync(at('tokenizer_config.json')) ? configSpecials(at('tokenizer_config.json')) : [];
     return new TiktokenTokenizer(ranks, named, rankFile, opts.modelVocab);
   }
-  if (fs.existsSync(at('tokenizer.json'))) {
+  if (fs.existsSync(at(HF_FILE))) {
     const cfg = fs.existsSync(at('tokenizer_config.json')) ? readJson(at('tokenizer_config.json')) : {};
-    return new HfTokenizer(readJson(at('tokenizer.json')), cfg, at('tokenizer.json'));
+    return new HfTokenizer(readJson(at(HF_FILE)), cfg, at(HF_FILE));
   }
   return undefined;
 }
-
-/** The files a tokenizer is read from (checked before a model's weights are loaded, which takes time). */
-const TOKENIZER_FILES = ['tokenizer.model', 'tiktoken.model', 'tokenizer.json'];
 
 /**
  * Fail at once, before a model is opened, when its directory has no tokenizer: commands that take
@@ -39,14 +40,18 @@ const TOKENIZER_FILES = ['tokenizer.model', 'tiktoken.model', 'tokenizer.json'];
 export function requireTokenizerFiles(dir: string): void {
   // a path that is not a directory is the model's to report (no such file, not a container)
   if (!fs.statSync(dir, { throwIfNoEntry: false })?.isDirectory()) return;
-  if (!TOKENIZER_FILES.some((f) => fs.existsSync(path.join(dir, f))))
-    throw new WasteError('E_UNSUPPORTED', `${dir} has no tokenizer (tokenizer.model, tiktoken.model or tokenizer.json), so it runs token ids only`);
+  if (![...RANK_FILES, HF_FILE].some((f) => fs.existsSync(path.join(dir, f)))) throw noTokenizer(dir);
+}
+
+/** The error for a model directory without a tokenizer. */
+export function noTokenizer(dir: string): WasteError {
+  return new WasteError('E_UNSUPPORTED', `${dir} has no tokenizer (${RANK_FILES.join(', ')} or ${HF_FILE}), so it runs token ids only`);
 }
 
 /** Like loadTokenizer, but a missing tokenizer is an error that says what was looked for. */
 export function requireTokenizer(dir: string): Tokenizer {
   const t = loadTokenizer(dir);
-  if (!t) throw new WasteError('E_ARG', `${dir} has no tokenizer (looked for tokenizer.model, tiktoken.model and tokenizer.json)`);
+  if (!t) throw new WasteError('E_ARG', `${dir} has no tokenizer (looked for ${RANK_FILES.join(', ')} and ${HF_FILE})`);
   return t;
 }
 
