@@ -28,39 +28,10 @@ import { loadTokenizer, noTokenizer } from './tokenizer/load.js';
 import type { Tokenizer } from './tokenizer/tokenizer.js';
 import { modelIdentity } from './runtime/identity.js';
 import { WasteError } from './util/errors.js';
+import { resolveModel } from './store/names.js';
 
-export interface OpenOptions {
-  /** RAM ceiling in bytes for everything the engine allocates (default: the plan's default budget). */
-  budget?: number;
-  /** Check every expert record's CRC32 as it enters RAM (off by default: a pass per read). */
-  verify?: boolean;
-  /** Compute threads, the calling thread included (default: one per core). */
-  threads?: number;
-  /** Reader threads for expert records (default 2; 0 reads on the computing thread). */
-  ioThreads?: number;
-  /** Decode: prefetch the next MoE layer's likeliest experts (default 6; 0 = off). */
-  lookahead?: number;
-  /** Expert-cache eviction: 'lfru' (default), 'lru' or 'lfuda'. */
-  cachePolicy?: CachePolicy;
-  /** Bypass the page cache with O_DIRECT where it works (default true). */
-  direct?: boolean;
-  /** Load the experts listed in the container's usage.waste at open (default true). */
-  warm?: boolean;
-  /** Read every expert into the cache at open (the budget must hold them all). */
-  preloadExperts?: boolean;
-  /** Size the cache to exactly this many records, the budget to match (experiments; overrides budget). */
-  cacheSlots?: number;
-  /** 'wasm' (default): WebAssembly SIMD kernels; 'typescript': the plain reference kernels. */
-  kernels?: 'wasm' | 'typescript';
-  /** Tokens per prefill chunk (default 64): each expert a chunk routes to is read once for all of them. */
-  chunk?: number;
-  /** Longest sequence a session may hold (default 4096). */
-  maxContext?: number;
-  /** Sessions whose state is reserved in the budget (default 1). */
-  sessions?: number;
-  /** Cap on one arena's size (default: the 4 GiB a memory can address); for tests. */
-  arenaBytes?: number;
-}
+import { type OpenOptions, type ResolvedOpenOptions, resolveOpenOptions } from './open-options.js';
+export type { OpenOptions };
 
 export interface SessionOptions {
   /** Longest sequence this session may hold (default and maximum: the model's). */
@@ -80,6 +51,17 @@ export interface ModelStats extends CacheStats {
   lookahead: number;
   lookaheadPredicted: number;
   lookaheadCorrect: number;
+}
+
+/**
+ * A budget is a ceiling the cache is sized to: one above what the machine can hold would size a
+ * cache that pages, where hits become page faults. Such a budget is lowered to usable RAM, and
+ * the caller told.
+ */
+function withinRam(budget: number | undefined, usable: number, warn: (m: string) => void): number | undefined {
+  if (budget === undefined || budget <= usable) return budget;
+  warn(`the budget of ${formatSize(budget)} is more than the ${formatSize(usable)} of usable RAM on this machine; using ${formatSize(usable)}`);
+  return usable;
 }
 
 /** The name of the learned hotlist next to a container. */
@@ -113,6 +95,7 @@ export class Model implements SessionHost {
   private chatFmt: ChatFormat | undefined;
   private genDefaults: GenerationDefaults | undefined;
   private digest: Uint8Array | undefined;
+  private running: Promise<unknown> = Promise.resolve();
 
   private constructor(p: {
     dir: string;
@@ -144,28 +127,16 @@ export class Model implements SessionHost {
   }
 
   /**
-   * Open a WASTE container directory, or a HuggingFace checkpoint directory (config.json and
+   * Open a model: `demo` (the demo model that ships with the package), a WASTE container directory,
+   * or a HuggingFace checkpoint directory (config.json and
    * safetensors): then every weight is loaded as f32 and the experts are dense — the unquantized
    * reference that quality is measured against.
    */
-  static async open(dir: string, opts: OpenOptions = {}): Promise<Model> {
-    if (!fs.existsSync(path.join(dir, 'manifest.json')) && fs.existsSync(path.join(dir, 'config.json'))) return Model.openCheckpoint(dir, opts);
-    const threads = opts.kernels === 'typescript' ? 1 : (opts.threads ?? cpuCount());
-    if (!(Number.isInteger(threads) && threads >= 1 && threads <= 256))
-      throw new WasteError('E_ARG', `threads must be an integer in 1..256 (got ${threads})`);
-    const ioThreads = opts.ioThreads ?? 2;
-    if (!(Number.isInteger(ioThreads) && ioThreads >= 0 && ioThreads <= 64))
-      throw new WasteError('E_ARG', `I/O threads must be an integer in 0..64 (got ${ioThreads})`);
-    const lookahead = opts.lookahead ?? 6;
-    if (!(Number.isInteger(lookahead) && lookahead >= 0 && lookahead <= 64))
-      throw new WasteError('E_ARG', `lookahead must be an integer in 0..64 (got ${lookahead})`);
-    const chunk = opts.chunk ?? DEFAULT_CHUNK;
-    const maxContext = opts.maxContext ?? 4096;
-    if (!(Number.isInteger(maxContext) && maxContext >= 1 && maxContext <= 1 << 24))
-      throw new WasteError('E_ARG', `context length must be an integer in 1..${1 << 24} (got ${maxContext})`);
-    const sessions = opts.sessions ?? 1;
-    if (!(Number.isInteger(sessions) && sessions >= 1 && sessions <= 1024))
-      throw new WasteError('E_ARG', `sessions must be an integer in 1..1024 (got ${sessions})`);
+  static async open(model: string, opts: OpenOptions = {}): Promise<Model> {
+    const dir = resolveModel(model);
+    const o = resolveOpenOptions(opts, cpuCount());
+    if (!fs.existsSync(path.join(dir, 'manifest.json')) && fs.existsSync(path.join(dir, 'config.json'))) return Model.openCheckpoint(dir, o);
+    const { threads, ioThreads, lookahead, chunk, maxContext, sessions } = o;
 
     const container = openContainer(dir);
     let kernels: Kernels | undefined;
@@ -173,22 +144,22 @@ export class Model implements SessionHost {
     let readers: ReaderPool | undefined;
     try {
       const cfg = container.config;
-      const plan = planMemory(container, { maxContext, chunk, threads, sessions, arenaBytes: opts.arenaBytes });
+      const plan = planMemory(container, { maxContext, chunk, threads, sessions, arenaBytes: o.arenaBytes });
       // Preloading every expert sizes the cache for all of them unless a budget says otherwise.
       const budgetBytes =
-        opts.cacheSlots !== undefined
-          ? plan.layoutForSlots(opts.cacheSlots).bytes
-          : (opts.budget ?? (opts.preloadExperts ? plan.layout(Number.MAX_SAFE_INTEGER).bytes : plan.defaultBudget));
-      const layout = opts.cacheSlots !== undefined ? plan.layoutForSlots(opts.cacheSlots) : plan.layout(budgetBytes);
-      if (opts.preloadExperts && layout.slots < plan.totalExperts)
+        o.cacheSlots !== undefined
+          ? plan.layoutForSlots(o.cacheSlots).bytes
+          : (withinRam(o.budget, plan.ram.usable, o.warn) ?? (o.preloadExperts ? plan.layout(Number.MAX_SAFE_INTEGER).bytes : plan.defaultBudget));
+      const layout = o.cacheSlots !== undefined ? plan.layoutForSlots(o.cacheSlots) : plan.layout(budgetBytes);
+      if (o.preloadExperts && layout.slots < plan.totalExperts)
         throw new WasteError('E_ARG', `preloading every expert needs a budget of at least ${plan.layout(Number.MAX_SAFE_INTEGER).bytes} bytes`);
       const budget = new MemoryBudget(budgetBytes);
       const arenas = layout.arenas.map((a) => new Arena(a.bytes - ARENA_RESERVED, budget));
       const of: Arena[] = [];
       layout.arenas.forEach((a, i) => a.groups.forEach((g) => (of[g] = arenas[i])));
       const source = new ContainerSource(container);
-      const weights = loadWeights(source, cfg, of, arenas, container.quant, (L, out) => source.fillBooks(L, out));
-      kernels = opts.kernels === 'typescript' ? tsKernels : await WasmKernels.create(threads, arenas, { cfg, chunk });
+      const weights = loadWeights(source, cfg, of, arenas, container.quant, (L, out) => source.fillBooks(L, out), o.onProgress);
+      kernels = o.kernels === 'typescript' ? tsKernels : await WasmKernels.create(threads, arenas, { cfg, chunk });
       const probe = { arena: arenas[0], off: arenas[0].alloc(8192, 4096) };
 
       let cache: ExpertCache | undefined;
@@ -201,10 +172,10 @@ export class Model implements SessionHost {
           const base = arenas[i].alloc(a.slots * stride, 4096);
           for (let k = 0; k < a.slots; k++) slots.push({ arena: arenas[i], off: base + k * stride });
         });
-        files = openStreamFiles(container, opts.direct ?? true, probe);
+        files = openStreamFiles(container, o.direct, probe);
         const payloadEnd = [...container.banks.values()][0].layout.payloadEnd;
-        if (ioThreads > 0) readers = await ReaderPool.create(ioThreads, slots.length, arenas, opts.verify ? payloadEnd : 0);
-        cache = new ExpertCache(container, files, slots, stride, opts.cachePolicy ?? 'lfru', readers, opts.verify ?? false);
+        if (ioThreads > 0) readers = await ReaderPool.create(ioThreads, slots.length, arenas, o.verify ? payloadEnd : 0);
+        cache = new ExpertCache(container, files, slots, stride, o.cachePolicy, readers, o.verify);
       }
       const record = container.banks.size ? [...container.banks.values()][0].layout : undefined;
       const net = new KimiLinearModel(cfg, { ...weights, arenas }, kernels, cache, container.quant, record, chunk, maxContext);
@@ -212,8 +183,8 @@ export class Model implements SessionHost {
       const model = new Model({ dir, container, config: cfg, net, kernels, threads, plan, budget, cache, files, readers, close: () => container.close() });
       // the reserved sessions' state, allocated now so the budget covers it from the start
       for (let i = 0; i < sessions; i++) model.freeStates.push(net.newState(maxContext));
-      if (cache && opts.preloadExperts) cache.preloadAll();
-      else if (cache && (opts.warm ?? true)) cache.warm(path.join(dir, USAGE_FILE));
+      if (cache && o.preloadExperts) cache.preloadAll();
+      else if (cache && o.warm) cache.warm(path.join(dir, USAGE_FILE));
       return model;
     } catch (e) {
       if (kernels instanceof WasmKernels) await kernels.close();
@@ -224,27 +195,24 @@ export class Model implements SessionHost {
     }
   }
 
-  private static async openCheckpoint(dir: string, opts: OpenOptions): Promise<Model> {
-    const threads = opts.kernels === 'typescript' ? 1 : (opts.threads ?? cpuCount());
-    const chunk = opts.chunk ?? DEFAULT_CHUNK;
-    const maxContext = opts.maxContext ?? 4096;
-    const sessions = opts.sessions ?? 1;
+  private static async openCheckpoint(dir: string, o: ResolvedOpenOptions): Promise<Model> {
+    const { threads, chunk, maxContext, sessions } = o;
     const { cfg } = readCheckpointConfig(dir);
     const st = SafetensorsSet.open(dir);
     let kernels: Kernels | undefined;
     try {
       const source = new CheckpointSource(st);
-      const plan = planFor(cfg, planWeights(source, cfg), 0, undefined, { maxContext, chunk, threads, sessions, arenaBytes: opts.arenaBytes });
+      const plan = planFor(cfg, planWeights(source, cfg), 0, undefined, { maxContext, chunk, threads, sessions, arenaBytes: o.arenaBytes });
       if (plan.floorBytes > plan.ram.usable)
         throw new WasteError('E_ARG', `the unquantized reference holds every weight in f32: it needs ${formatSize(plan.floorBytes)}, more than the ${formatSize(plan.ram.usable)} of usable RAM`);
-      const budgetBytes = opts.budget ?? plan.floorBytes;
+      const budgetBytes = withinRam(o.budget, plan.ram.usable, o.warn) ?? plan.floorBytes;
       const layout = plan.layout(budgetBytes);
       const budget = new MemoryBudget(budgetBytes);
       const arenas = layout.arenas.map((a) => new Arena(a.bytes - ARENA_RESERVED, budget));
       const of: Arena[] = [];
       layout.arenas.forEach((a, i) => a.groups.forEach((g) => (of[g] = arenas[i])));
-      const weights = loadWeights(source, cfg, of, arenas);
-      kernels = opts.kernels === 'typescript' ? tsKernels : await WasmKernels.create(threads, arenas, { cfg, chunk });
+      const weights = loadWeights(source, cfg, of, arenas, undefined, undefined, o.onProgress);
+      kernels = o.kernels === 'typescript' ? tsKernels : await WasmKernels.create(threads, arenas, { cfg, chunk });
       const net = new KimiLinearModel(cfg, { ...weights, arenas }, kernels, undefined, undefined, undefined, chunk, maxContext);
       const model = new Model({ dir, config: cfg, net, kernels, threads, plan, budget, close: () => st.close() });
       for (let i = 0; i < sessions; i++) model.freeStates.push(net.newState(maxContext));
@@ -260,6 +228,7 @@ export class Model implements SessionHost {
   newSession(opts: SessionOptions = {}): Session {
     if (this.closed) throw new WasteError('E_STATE', 'the model has been closed');
     const ctx = opts.maxContext ?? this.net.maxContext;
+    if (!(Number.isInteger(ctx) && ctx >= 1)) throw new WasteError('E_ARG', `a session's context (maxContext) must be a positive integer (got ${String(ctx)})`);
     const i = this.freeStates.findIndex((s) => s.maxContext >= ctx);
     let state: KimiLinearState;
     if (i >= 0) state = this.freeStates.splice(i, 1)[0];
@@ -290,6 +259,13 @@ export class Model implements SessionHost {
   /** @internal */
   release(state: KimiLinearState): void {
     this.freeStates.push(state);
+  }
+
+  /** @internal one forward pass at a time, in the order asked: every session computes in the same scratch. */
+  exclusive<T>(fn: () => Promise<T>): Promise<T> {
+    const run = this.running.then(fn);
+    this.running = run.catch(() => undefined);
+    return run;
   }
 
   /** The model's tokenizer (loaded on first use); a clear error when the directory has none. */

@@ -8,6 +8,7 @@ import type { KimiLinearState } from './model/kimi-linear/state.js';
 import { decodeState, encodeState } from './model/kimi-linear/state-file.js';
 import type { Tokenizer } from './tokenizer/tokenizer.js';
 import { WasteError, fromSystemError } from './util/errors.js';
+import { yieldToLoop } from './util/yield-to-loop.js';
 
 /** What a session needs from its model (kept narrow so the model can hand it out). */
 export interface SessionHost {
@@ -20,6 +21,8 @@ export interface SessionHost {
   /** A digest of the model's weights and shapes: a saved session loads only into the same model. */
   identity(): Uint8Array;
   release(state: KimiLinearState): void;
+  /** Run one forward pass at a time: sessions share the model's scratch memory. */
+  exclusive<T>(fn: () => Promise<T>): Promise<T>;
 }
 
 export interface SessionGenerateOptions extends GenerateOptions {
@@ -65,13 +68,30 @@ export class Session {
   /**
    * Feed tokens and return the logits after the last one (`vocab_size` floats), or after every
    * one (row after row) with `allLogits`. Works for a prompt (prefill) and for one token (decode).
+   * A long input runs a prefill chunk at a time (the same arithmetic as all at once), and the event
+   * loop gets a turn between chunks, so timers, signals and sockets are served meanwhile.
    */
   async forward(ids: ArrayLike<number>, opts: { allLogits?: boolean } = {}): Promise<Float32Array> {
     if (this.released) throw new WasteError('E_STATE', 'the session has been closed');
-    const logits = await this.host.net.forward(this.state, ids, opts);
-    for (let i = 0; i < ids.length; i++) this.tokens.push(ids[i]);
     const V = this.host.config.vocab;
-    this.last = opts.allLogits ? logits.slice(logits.length - V) : logits;
+    const piece = Math.max(1, this.prefillChunk);
+    if (ids.length <= piece) return this.run(Array.from(ids), opts.allLogits ?? false);
+    const all = opts.allLogits ? new Float32Array(ids.length * V) : undefined;
+    let logits: Float32Array = new Float32Array(0);
+    for (let i = 0; i < ids.length; i += piece) {
+      if (i > 0) await yieldToLoop();
+      if (this.released) throw new WasteError('E_STATE', 'the session has been closed');
+      logits = await this.run(Array.from({ length: Math.min(piece, ids.length - i) }, (_, j) => ids[i + j]), all !== undefined);
+      all?.set(logits, i * V);
+    }
+    return all ?? logits;
+  }
+
+  private async run(ids: number[], allLogits: boolean): Promise<Float32Array> {
+    const logits = await this.host.exclusive(() => this.host.net.forward(this.state, ids, { allLogits }));
+    for (const id of ids) this.tokens.push(id);
+    const V = this.host.config.vocab;
+    this.last = allLogits ? logits.slice(logits.length - V) : logits;
     return logits;
   }
 

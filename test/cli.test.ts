@@ -97,7 +97,7 @@ describe('CLI', () => {
     assert.equal(three.state_bytes, 3 * j.state_bytes);
     assert.ok(three.floor_bytes > j.floor_bytes + j.state_bytes, `${three.floor_bytes} vs ${j.floor_bytes}`);
     const below = waste('plan', model, '--budget', String(j.floor_bytes - 1));
-    assert.equal(below.code, 1);
+    assert.equal(below.code, 2, "a budget below the floor is a usage error, as when opening");
     assert.match(below.out, /BELOW the floor/);
     const r = waste('logits', model, '--ids', '1', '--out', path.join(tmpDir('o'), 'x'), '--budget', String(j.floor_bytes - 1));
     assertCleanFailure(r, 2, new RegExp(`below this model's floor of .*\\(${j.floor_bytes} bytes`));

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { describe, it } from 'node:test';
-import { DEMO_MODEL } from '../src/cli/default-model.js';
+import { DEMO_MODEL } from '../src/store/names.js';
 import { grammarConstraint, type TokenConstraint } from '../src/constrain/constraint.js';
 import { alt, type Grammar, json, lit, repeat, seq } from '../src/constrain/grammar.js';
 import { checkSchema, validator } from '../src/constrain/schema.js';

@@ -3,7 +3,7 @@ import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { describe, it } from 'node:test';
-import { DEMO_MODEL } from '../src/cli/default-model.js';
+import { DEMO_MODEL } from '../src/store/names.js';
 import { Model } from '../src/engine.js';
 import { perplexity } from '../src/quality/perplexity.js';
 import { BIN } from './helpers.js';

@@ -147,25 +147,4 @@ describe('CLI: text in, text out', () => {
     assert.equal(r.code, 1);
     assert.match(r.err, /^waste: .* has no tokenizer .*so it runs token ids only\n$/);
   });
-
-  it('the README library example runs as written', () => {
-    const readme = fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8');
-    const m = /<!-- readme-example -->\n```js\n([\s\S]*?)```/.exec(readme);
-    assert.ok(m, 'the README has its example');
-    const work = tmpDir('readme');
-    assert.equal(waste(['synth', path.join(work, 'demo'), '-q']).code, 0);
-    // inside the package, so that `import … from 'waste'` resolves to this package
-    const script = path.join(ROOT, 'dist', 'test', `readme-example-${process.pid}.mjs`);
-    fs.writeFileSync(script, m[1]);
-    try {
-      const r = spawnSync(process.execPath, [script], { cwd: work, encoding: 'utf8' });
-      assert.equal(r.status, 0, r.stderr);
-      assert.match(r.stdout, /^\[[\s\d,]+\]\n/, 'the token ids');
-      assert.match(r.stdout, /\n (stop|length) \d+\n/, 'the chat reply ends and says why');
-      assert.match(r.stdout, /\n 300 [\d.]+\n$/, 'the logits after the loaded session');
-      assert.ok(fs.existsSync(path.join(work, 'story.waste')));
-    } finally {
-      fs.rmSync(script, { force: true });
-    }
-  });
 });

@@ -16,7 +16,7 @@ import { benchLayers, renderLayerBench } from './layers.js';
 import { benchPages, renderPageBench } from './pages.js';
 import { benchServer, renderServerBench } from './server.js';
 import { benchTokenizer, renderTokenizerBench } from './tokenizer.js';
-import { DEMO_MODEL } from '../cli/default-model.js';
+import { DEMO_MODEL } from '../store/names.js';
 
 const args = process.argv.slice(2);
 const what = args.find((a) => !a.startsWith('-')) ?? 'kernels';

@@ -1,26 +1,19 @@
 import * as fs from 'node:fs';
-import * as path from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { WasteError } from '../util/errors.js';
+import { DEMO_NAME, isModelName, resolveModel } from '../store/names.js';
 
-/** The demo container that ships with the package (models/demo): the model when none is named. */
-export const DEMO_MODEL = fileURLToPath(new URL('../../../models/demo', import.meta.url));
-
-/** The model directory to open: the one named, else the demo model (with a clear error when it is missing). */
+/** The model directory to open: the one named (a path, or a name such as `demo`), else the demo model. */
 export function modelOrDemo(model: string | undefined): string {
-  if (model !== undefined) return model;
-  if (!fs.existsSync(path.join(DEMO_MODEL, 'manifest.json')))
-    throw new WasteError('E_ARG', `no model given, and the demo model is not at ${DEMO_MODEL}: name a container directory`);
-  return DEMO_MODEL;
+  return resolveModel(model ?? DEMO_NAME);
 }
 
 /**
- * `run [model] [prompt]` and `eval [model] [prompt]`: with one argument it is the model when it names
- * an existing directory, else the prompt (for the demo model) — `waste run "Call me Ishmael"` works.
+ * `run [model] [prompt]` and the like: with one argument it is the model when it names a model (an
+ * existing directory, or a name such as `demo`), else the prompt (for the demo model) — `waste run
+ * "Call me Ishmael"` works.
  */
 export function modelAndPrompt(first: string | undefined, second: string | undefined): { model: string; prompt: string | undefined } {
   if (second !== undefined || first === undefined) return { model: modelOrDemo(first), prompt: second };
-  if (isDirectory(first)) return { model: first, prompt: undefined };
+  if (isModelName(first) || isDirectory(first)) return { model: modelOrDemo(first), prompt: undefined };
   return { model: modelOrDemo(undefined), prompt: first };
 }
 

@@ -1,9 +1,10 @@
 import { type Command, Option } from 'commander';
-import type { OpenOptions } from '../engine.js';
+import { CACHE_POLICIES, OPTION_BOUNDS, type OpenOptions } from '../open-options.js';
 import { DEFAULT_CHUNK } from '../runtime/plan.js';
 import { usableRam } from '../runtime/ram.js';
 import { parseSize } from '../util/size.js';
 import { intArg } from './args.js';
+import { Progress } from './progress.js';
 
 /** The options every command that opens a model shares. */
 export interface EngineFlags {
@@ -23,12 +24,12 @@ export interface EngineFlags {
 export function addEngineOptions(cmd: Command): Command {
   return cmd
     .option('--budget <size>', 'RAM ceiling for everything the engine allocates: bytes, 512M, 8G, or a percentage of usable RAM (default: the plan\'s default budget)')
-    .option('--ctx <n>', 'context length', intArg(1, 1 << 24), 4096)
-    .option('--chunk <n>', 'prefill: tokens run together, each expert read once per chunk (larger reads less, needs more scratch)', intArg(1, 4096), DEFAULT_CHUNK)
-    .option('--threads <n>', 'compute threads (default: one per core)', intArg(1, 256))
-    .option('--io-threads <n>', 'reader threads for expert records (0 reads on the compute thread)', intArg(0, 64), 2)
-    .option('--lookahead <k>', 'decode: prefetch the next layer\'s k likeliest experts (0 disables)', intArg(0, 64), 6)
-    .addOption(new Option('--cache-policy <policy>', 'expert-cache eviction: lfru (hits per time held, sampled), lru, or lfuda (request counts kept across evictions, aged, every slot compared)').choices(['lfru', 'lru', 'lfuda']).default('lfru'))
+    .option('--ctx <n>', 'context length', intArg(...OPTION_BOUNDS.maxContext), 4096)
+    .option('--chunk <n>', 'prefill: tokens run together, each expert read once per chunk (larger reads less, needs more scratch)', intArg(...OPTION_BOUNDS.chunk), DEFAULT_CHUNK)
+    .option('--threads <n>', 'compute threads (default: one per core)', intArg(...OPTION_BOUNDS.threads))
+    .option('--io-threads <n>', 'reader threads for expert records (0 reads on the compute thread)', intArg(...OPTION_BOUNDS.ioThreads), 2)
+    .option('--lookahead <k>', 'decode: prefetch the next layer\'s k likeliest experts (0 disables)', intArg(...OPTION_BOUNDS.lookahead), 6)
+    .addOption(new Option('--cache-policy <policy>', 'expert-cache eviction: lfru (hits per time held, sampled), lru, or lfuda (request counts kept across evictions, aged, every slot compared)').choices(CACHE_POLICIES).default('lfru'))
     .option('--verify', "check each expert record's CRC32 as it enters RAM", false)
     .option('--no-direct', 'read experts through the page cache instead of O_DIRECT')
     .option('--no-warm', "ignore the container's usage.waste hotlist")
@@ -48,5 +49,19 @@ export function openOptions(f: EngineFlags): OpenOptions {
     maxContext: f.ctx,
     chunk: f.chunk,
     kernels: f.kernelImpl,
+    warn: (m) => process.stderr.write(`waste: warning: ${m}\n`),
+    onProgress: loadingBar(),
+  };
+}
+
+/** A bar while the trunk loads, on a terminal, once loading has taken a second (a large model takes many). */
+function loadingBar(): (done: number, total: number) => void {
+  const start = performance.now();
+  let bar: Progress | undefined;
+  return (done, total) => {
+    if (!process.stderr.isTTY || (!bar && performance.now() - start < 1000)) return;
+    bar ??= new Progress('loading', total);
+    bar.update(done);
+    if (done === total) bar.done();
   };
 }

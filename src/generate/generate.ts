@@ -4,6 +4,7 @@ import { WasteError } from '../util/errors.js';
 import { type SamplingOptions, Sampler, topLogprobs } from './sampler.js';
 import { StopMatcher } from './stop.js';
 import { logSumExp } from '../util/log-sum-exp.js';
+import { yieldToLoop } from '../util/yield-to-loop.js';
 
 export interface GenerateOptions extends SamplingOptions {
   /** Most tokens to generate (default 256). */
@@ -83,9 +84,12 @@ export async function* generateTokens(
   if (!prompt.length && !session.lastLogits) throw new WasteError('E_ARG', 'nothing to continue from: give a prompt');
   let logits = session.lastLogits!;
   // a chunk at a time (the model's own chunk boundaries, so the same arithmetic as all at once):
-  // a long prefill can take minutes, and the signal is heard between chunks
+  // a long prefill can take minutes, and between chunks the event loop gets a turn — the kernels
+  // compute on this thread, so without it no timer, signal, socket or /health probe is served —
+  // and the signal is heard
   const piece = Math.max(1, session.prefillChunk ?? prompt.length);
   for (let i = 0; i < prompt.length; i += piece) {
+    if (i > 0) await yieldToLoop();
     if (opts.signal?.aborted) {
       const s = (performance.now() - t0) / 1000;
       return { text: '', tokens: [], finish: 'aborted', promptTokens: prompt.length, prefillSeconds: s, generateSeconds: 0, ...(opts.logprobs || nTop ? { logprobs: [] } : {}) };
@@ -101,6 +105,8 @@ export async function* generateTokens(
   let unfed: number | undefined;
   try {
     for (let i = 0; i < maxTokens; i++) {
+      // a turn for the event loop before each token (after the prefill's last chunk too)
+      await yieldToLoop();
       if (opts.signal?.aborted) {
         finish = 'aborted';
         break;

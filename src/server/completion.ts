@@ -1,7 +1,8 @@
 import type { GenerateOptions, GeneratedToken, GenerationResult } from '../generate/generate.js';
 import { topLogprobs } from '../generate/sampler.js';
 import { logSumExp } from '../util/log-sum-exp.js';
-import { relay, yieldToLoop } from '../util/relay.js';
+import { relay } from '../util/relay.js';
+import { yieldToLoop } from '../util/yield-to-loop.js';
 import { ApiError, badRequest } from './errors.js';
 import type { Host, TurnResult } from './host.js';
 

@@ -19,10 +19,3 @@ export async function* relay<T, R, E>(gen: AsyncGenerator<T, R>, each: (value: T
     if (!ended) await gen.return(undefined as never);
   }
 }
-
-/**
- * Give the event loop a turn. The forward pass never does by itself, so a server yields between
- * tokens: without it, streamed pieces would sit unsent, a client's disconnect unseen and /health
- * unanswered until a reply ends.
- */
-export const yieldToLoop = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));

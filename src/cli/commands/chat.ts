@@ -39,7 +39,7 @@ export function registerChat(program: Command): void {
     };
     rl.on('SIGINT', interrupt);
     process.on('SIGINT', interrupt);
-    process.stderr.write(`waste chat: ${model} (chat format: ${chat.format.source}). /help for commands.\n`);
+    process.stderr.write(`waste chat: ${model ?? 'demo'} (chat format: ${chat.format.source}). /help for commands.\n`);
     let last = '';
     try {
       rl.setPrompt('> ');
@@ -53,8 +53,14 @@ export function registerChat(program: Command): void {
           const t0 = performance.now();
           replying = new AbortController();
           try {
-            for await (const piece of chat.send(line, { ...gen, signal: replying.signal })) process.stdout.write(piece);
+            let shown = false;
+            for await (const piece of chat.send(line, { ...gen, signal: replying.signal })) {
+              process.stdout.write(piece);
+              shown ||= piece.trim().length > 0;
+            }
             const r = chat.last!;
+            // a reply with no text would otherwise look like nothing happened
+            if (!shown && r.finish !== 'aborted') process.stdout.write('(empty reply)');
             last = statsLine(m, before, r.tokens.length, (performance.now() - t0) / 1000);
             process.stdout.write(r.finish === 'aborted' ? ' [stopped]\n' : '\n');
             if (r.finish === 'context') process.stderr.write('(the context is full: /reset to start over, or use a larger --ctx)\n');

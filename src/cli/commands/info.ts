@@ -7,15 +7,16 @@ import { VERSION } from '../../version.js';
 import { Arena } from '../../memory/arena.js';
 import { openStreamFiles } from '../../runtime/io.js';
 import { formatSize } from '../../util/size.js';
+import { modelOrDemo } from '../default-model.js';
 
 export function registerInfo(program: Command): void {
   program
     .command('info')
     .description('describe a container: architecture, shapes, formats and sizes (loads no weights)')
-    .argument('<model>', 'container directory')
+    .argument('[model]', 'container directory or model name (default: the demo model that ships with waste)')
     .option('--json', 'print JSON', false)
-    .action((model: string, opts: { json: boolean }) => {
-      const info = describe(model);
+    .action((model: string | undefined, opts: { json: boolean }) => {
+      const info = describe(modelOrDemo(model));
       if (opts.json) process.stdout.write(JSON.stringify(info, null, 2) + '\n');
       else process.stdout.write(render(info));
     });

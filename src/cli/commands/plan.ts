@@ -4,23 +4,30 @@ import { cpuCount } from '../../kernels/wasm/pool.js';
 import { DEFAULT_CHUNK, planMemory } from '../../runtime/plan.js';
 import { formatSize, parseSize } from '../../util/size.js';
 import { intArg } from '../args.js';
+import { OPTION_BOUNDS } from '../../open-options.js';
+import { modelOrDemo } from '../default-model.js';
 
 export function registerPlan(program: Command): void {
   program
     .command('plan')
     .description('the memory plan: the floor, the default budget, and what a given budget buys (loads no weights)')
-    .argument('<model>', 'container directory')
-    .option('--ctx <n>', 'context length the plan reserves state for', intArg(1, 1 << 24), 4096)
+    .argument('[model]', 'container directory or model name (default: the demo model that ships with waste)')
+    .option('--ctx <n>', 'context length the plan reserves state for', intArg(...OPTION_BOUNDS.maxContext), 4096)
     .option('--budget <size>', 'a RAM budget to evaluate: bytes, 512M, 8G, or a percentage of usable RAM')
-    .option('--threads <n>', 'compute threads (scratch is per thread)', intArg(1, 256))
-    .option('--chunk <n>', 'prefill chunk the plan reserves scratch for (as --chunk when opening)', intArg(1, 4096), DEFAULT_CHUNK)
-    .option('--sessions <n>', 'sessions the plan reserves state for (waste serve --sessions)', intArg(1, 1024), 1)
+    .option('--threads <n>', 'compute threads (scratch is per thread)', intArg(...OPTION_BOUNDS.threads))
+    .option('--chunk <n>', 'prefill chunk the plan reserves scratch for (as --chunk when opening)', intArg(...OPTION_BOUNDS.chunk), DEFAULT_CHUNK)
+    .option('--sessions <n>', 'sessions the plan reserves state for (waste serve --sessions)', intArg(...OPTION_BOUNDS.sessions), 1)
     .option('--json', 'print JSON', false)
-    .action((model: string, o: { ctx: number; budget?: string; threads?: number; chunk: number; sessions: number; json: boolean }) => {
-      const c = openContainer(model);
+    .action((model: string | undefined, o: { ctx: number; budget?: string; threads?: number; chunk: number; sessions: number; json: boolean }) => {
+      const c = openContainer(modelOrDemo(model));
       try {
         const plan = planMemory(c, { maxContext: o.ctx, threads: o.threads ?? cpuCount(), chunk: o.chunk, sessions: o.sessions });
-        const budget = o.budget !== undefined ? parseSize(o.budget, plan.ram.usable, 'budget') : undefined;
+        let budget = o.budget !== undefined ? parseSize(o.budget, plan.ram.usable, 'budget') : undefined;
+        if (budget !== undefined && budget > plan.ram.usable) {
+          // what opening would do with it
+          process.stderr.write(`waste: warning: the budget of ${formatSize(budget)} is more than the ${formatSize(plan.ram.usable)} of usable RAM on this machine; using ${formatSize(plan.ram.usable)}\n`);
+          budget = plan.ram.usable;
+        }
         const below = budget !== undefined && budget < plan.floorBytes;
         const layout = budget !== undefined && !below ? plan.layout(budget) : undefined;
         const def = plan.layout(plan.defaultBudget);
@@ -69,7 +76,8 @@ export function registerPlan(program: Command): void {
           const w = Math.max(24, ...rows.map(([k]) => k.length));
           process.stdout.write(rows.map(([k, v]) => `${k.padEnd(w)} ${v}\n`).join(''));
         }
-        if (below) process.exitCode = 1;
+        // as when opening: a budget below the floor is the caller's error
+        if (below) process.exitCode = 2;
       } finally {
         c.close();
       }

@@ -6,6 +6,7 @@ import { table } from '../../bench/measure.js';
 import { requireTokenizer } from '../../tokenizer/load.js';
 import { intArg } from '../args.js';
 import { Progress } from '../progress.js';
+import { OPTION_BOUNDS } from '../../open-options.js';
 
 export function registerQuality(program: Command): void {
   program
@@ -17,7 +18,7 @@ export function registerQuality(program: Command): void {
     .option('--ids-file <file>', 'or its token ids, separated by spaces, commas or newlines')
     .option('--ctx <n>', 'window length in tokens; the second half of each window is scored', intArg(4, 1 << 20), 512)
     .option('--windows <n>', 'score at most this many windows', intArg(1))
-    .option('--threads <n>', 'threads for each model', intArg(1, 256))
+    .option('--threads <n>', 'threads for each model', intArg(...OPTION_BOUNDS.threads))
     .option('--json', 'print the report as JSON', false)
     .option('-q, --quiet', 'no progress output', false)
     .action(async (ref: string, container: string, o: { text?: string; idsFile?: string; ctx: number; windows?: number; threads?: number; json: boolean; quiet: boolean }) => {

@@ -114,14 +114,28 @@ export function registerRun(program: Command): void {
 }
 
 /** The prompt: the argument, else --file (- = stdin), else standard input when it is not a terminal. */
-export function readPrompt(arg: string | undefined, file: string | undefined): string {
+/**
+ * The text of an argument, a file (`-`: standard input) or standard input. A prompt loses its
+ * trailing newlines (what `echo` and editors add); `exact` keeps every byte (tokenize).
+ */
+export function readPrompt(arg: string | undefined, file: string | undefined, opts: { exact?: boolean } = {}): string {
   if (arg !== undefined && file !== undefined) throw new WasteError('E_ARG', 'give the prompt as an argument or with --file, not both');
   if (arg !== undefined) return arg;
   if (file === undefined && process.stdin.isTTY) throw new WasteError('E_ARG', 'no prompt: give one as an argument, with --file F, or on standard input');
   const from = file === undefined || file === '-' ? 0 : file;
+  const name = file === undefined || file === '-' ? 'standard input' : file;
+  let bytes: Buffer;
   try {
-    return fs.readFileSync(from, 'utf8').replace(/\n+$/, '');
+    bytes = fs.readFileSync(from);
   } catch (e) {
-    throw fromSystemError(file ?? 'standard input', e);
+    throw fromSystemError(name, e);
   }
+  let text: string;
+  try {
+    // not replaced silently: a U+FFFD in place of bad bytes would be a different text
+    text = new TextDecoder('utf-8', { fatal: true, ignoreBOM: opts.exact }).decode(bytes);
+  } catch {
+    throw new WasteError('E_ARG', `${name} is not UTF-8 text`);
+  }
+  return opts.exact ? text : text.replace(/\n+$/, '');
 }

@@ -4,6 +4,7 @@ import { intArg } from '../args.js';
 import { modelOrDemo } from '../default-model.js';
 import { type EngineFlags, addEngineOptions, openOptions } from '../engine-options.js';
 import { parseSize } from '../../util/size.js';
+import { OPTION_BOUNDS } from '../../open-options.js';
 
 interface ServeFlags extends EngineFlags {
   host: string;
@@ -31,7 +32,7 @@ export function registerServe(program: Command): void {
       .option('--model-id <name>', "the model's name for clients (default: the directory's name)")
       .option('--max-tokens <n>', 'most tokens one reply may have (requests asking for more are clipped)', intArg(1, 1 << 24), 4096)
       .option('--queue <n>', 'requests that may wait for the engine; more get 429 Too Many Requests', intArg(0, 100000), 16)
-      .option('--sessions <n>', 'conversations kept at once, each continuing where it left off (each reserves its context\'s state in the budget)', intArg(1, 1024), 1)
+      .option('--sessions <n>', 'conversations kept at once, each continuing where it left off (each reserves its context\'s state in the budget)', intArg(...OPTION_BOUNDS.sessions), 1)
       .option('--max-body <size>', 'largest request body (bytes, K, M)', '8M')
       .option('-q, --quiet', 'no request log lines', false),
   ).action(async (modelArg: string | undefined, o: ServeFlags) => {

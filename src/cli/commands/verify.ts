@@ -3,15 +3,16 @@ import { openContainer } from '../../container/open.js';
 import { WasteError } from '../../util/errors.js';
 import { Progress } from '../progress.js';
 import { formatSize } from '../../util/size.js';
+import { modelOrDemo } from '../default-model.js';
 
 export function registerVerify(program: Command): void {
   program
     .command('verify')
     .description("check every expert record's header and CRC32; names the first bad record and exits 1")
-    .argument('<model>', 'container directory')
+    .argument('[model]', 'container directory or model name (default: the demo model that ships with waste)')
     .option('-q, --quiet', 'no progress output', false)
-    .action((model: string, o: { quiet: boolean }) => {
-      const c = openContainer(model);
+    .action((model: string | undefined, o: { quiet: boolean }) => {
+      const c = openContainer(modelOrDemo(model));
       try {
         let total = 0;
         for (const b of c.banks.values()) total += b.experts;

@@ -228,6 +228,8 @@ export function loadWeights(
   arenas: Arena[],
   q?: ExpertQuant,
   fillBooks?: (layer: number, out: [Float32Array, Float32Array, Float32Array]) => void,
+  /** Told after each layer (and the head) is in memory: loading a large trunk takes a while. */
+  onLayer?: (done: number, total: number) => void,
 ): KimiLinearWeights {
   let arena: Arena = of[0];
   const per = q && !src.denseExperts ? q.stages * q.vecDim * q.entries : 0;
@@ -248,9 +250,11 @@ export function loadWeights(
     const lw = layerLayout(cfg, L, loader);
     if (lw.ffn.kind === 'moe' && fillBooks && per) fillBooks(L, lw.ffn.booksT);
     layers.push({ ...lw, arena } as LayerWeights);
+    onLayer?.(L + 1, cfg.layers + 1);
   }
   arena = of[cfg.layers];
   const finalNorm = loader.vector('model.norm.weight', cfg.hidden);
   const lmHead = loader.matrix('lm_head.weight', cfg.vocab, cfg.hidden);
+  onLayer?.(cfg.layers + 1, cfg.layers + 1);
   return { embedRow: (token, dst) => src.embedRow(token, dst), finalNorm, lmHead, layers, headArena: arena, arenas };
 }

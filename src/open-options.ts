@@ -1,0 +1,143 @@
+import type { CachePolicy } from './runtime/cache.js';
+import { DEFAULT_CHUNK } from './runtime/plan.js';
+import { WasteError } from './util/errors.js';
+
+export interface OpenOptions {
+  /** RAM ceiling in bytes for everything the engine allocates (default: the plan's default budget). */
+  budget?: number;
+  /** Check every expert record's CRC32 as it enters RAM (off by default: a pass per read). */
+  verify?: boolean;
+  /** Compute threads, the calling thread included (default: one per core). */
+  threads?: number;
+  /** Reader threads for expert records (default 2; 0 reads on the computing thread). */
+  ioThreads?: number;
+  /** Decode: prefetch the next MoE layer's likeliest experts (default 6; 0 = off). */
+  lookahead?: number;
+  /** Expert-cache eviction: 'lfru' (default), 'lru' or 'lfuda'. */
+  cachePolicy?: CachePolicy;
+  /** Bypass the page cache with O_DIRECT where it works (default true). */
+  direct?: boolean;
+  /** Load the experts listed in the container's usage.waste at open (default true). */
+  warm?: boolean;
+  /** Read every expert into the cache at open (the budget must hold them all). */
+  preloadExperts?: boolean;
+  /** Size the cache to exactly this many records, the budget to match (experiments; overrides budget). */
+  cacheSlots?: number;
+  /** 'wasm' (default): WebAssembly SIMD kernels; 'typescript': the plain reference kernels. */
+  kernels?: 'wasm' | 'typescript';
+  /** Tokens per prefill chunk (default 64): each expert a chunk routes to is read once for all of them. */
+  chunk?: number;
+  /** Longest sequence a session may hold (default 4096). */
+  maxContext?: number;
+  /** Sessions whose state is reserved in the budget (default 1). */
+  sessions?: number;
+  /** Cap on one arena's size (default: the 4 GiB a memory can address); for tests. */
+  arenaBytes?: number;
+  /** Told how loading the trunk goes (layers loaded of all, the head counted as one), for a progress bar. */
+  onProgress?: (done: number, total: number) => void;
+  /** Told of anything the engine changed from what was asked (a budget above the machine's RAM); default: process.emitWarning. */
+  warn?: (message: string) => void;
+}
+
+/** The bounds of every numeric option, shared with the CLI's flags so both refuse the same values. */
+export const OPTION_BOUNDS = {
+  threads: [1, 256],
+  ioThreads: [0, 64],
+  lookahead: [0, 64],
+  chunk: [1, 4096],
+  maxContext: [1, 1 << 24],
+  sessions: [1, 1024],
+  cacheSlots: [0, 1 << 30],
+} as const satisfies Record<string, readonly [number, number]>;
+
+export const CACHE_POLICIES: readonly CachePolicy[] = ['lfru', 'lru', 'lfuda'];
+const KERNELS = ['wasm', 'typescript'] as const;
+const FLAGS = ['verify', 'direct', 'warm', 'preloadExperts'] as const;
+
+/** What `Model.open` runs with: every option checked and defaulted. */
+export interface ResolvedOpenOptions {
+  budget: number | undefined;
+  verify: boolean;
+  threads: number;
+  ioThreads: number;
+  lookahead: number;
+  cachePolicy: CachePolicy;
+  direct: boolean;
+  warm: boolean;
+  preloadExperts: boolean;
+  cacheSlots: number | undefined;
+  kernels: 'wasm' | 'typescript';
+  chunk: number;
+  maxContext: number;
+  sessions: number;
+  arenaBytes: number | undefined;
+  warn: (message: string) => void;
+  onProgress: ((done: number, total: number) => void) | undefined;
+}
+
+const NAMES: Record<string, string> = {
+  threads: 'threads',
+  ioThreads: 'I/O threads (ioThreads)',
+  lookahead: 'lookahead',
+  chunk: 'the prefill chunk (chunk)',
+  maxContext: 'the context length (maxContext)',
+  sessions: 'sessions',
+  cacheSlots: 'cache slots (cacheSlots)',
+};
+
+/**
+ * Check every option of `open()` as the CLI checks its flags (a library caller gets the same clear
+ * error a typo on the command line gets, never a hang or a fault deep inside the first forward),
+ * and fill in the defaults. `defaultThreads` is one per core.
+ */
+export function resolveOpenOptions(opts: OpenOptions, defaultThreads: number): ResolvedOpenOptions {
+  if (opts === null || typeof opts !== 'object') throw new WasteError('E_ARG', `open options must be an object (got ${opts === null ? 'null' : typeof opts})`);
+  const int = (key: keyof typeof OPTION_BOUNDS, fallback: number): number => {
+    const v = (opts as Record<string, unknown>)[key] ?? fallback;
+    const [lo, hi] = OPTION_BOUNDS[key];
+    if (!(typeof v === 'number' && Number.isInteger(v) && v >= lo && v <= hi)) throw new WasteError('E_ARG', `${NAMES[key]} must be an integer in ${lo}..${hi} (got ${show(v)})`);
+    return v;
+  };
+  for (const key of FLAGS) {
+    const v = opts[key];
+    if (v !== undefined && typeof v !== 'boolean') throw new WasteError('E_ARG', `${key} must be true or false (got ${show(v)})`);
+  }
+  if (opts.cachePolicy !== undefined && !CACHE_POLICIES.includes(opts.cachePolicy))
+    throw new WasteError('E_ARG', `cachePolicy must be one of ${CACHE_POLICIES.join(', ')} (got ${show(opts.cachePolicy)})`);
+  if (opts.kernels !== undefined && !KERNELS.includes(opts.kernels)) throw new WasteError('E_ARG', `kernels must be one of ${KERNELS.join(', ')} (got ${show(opts.kernels)})`);
+  if (opts.budget !== undefined && !(typeof opts.budget === 'number' && Number.isSafeInteger(opts.budget) && opts.budget >= 1))
+    throw new WasteError('E_ARG', `budget must be a whole number of bytes, at least 1 (got ${show(opts.budget)})`);
+  if (opts.arenaBytes !== undefined && !(typeof opts.arenaBytes === 'number' && Number.isSafeInteger(opts.arenaBytes) && opts.arenaBytes >= 1 << 16))
+    throw new WasteError('E_ARG', `arenaBytes must be a whole number of bytes, at least 65536 (got ${show(opts.arenaBytes)})`);
+  for (const key of ['warn', 'onProgress'] as const)
+    if (opts[key] !== undefined && typeof opts[key] !== 'function') throw new WasteError('E_ARG', `${key} must be a function (got ${show(opts[key])})`);
+  const kernels = opts.kernels ?? 'wasm';
+  // the reference kernels run on the calling thread alone
+  const threads = kernels === 'typescript' ? (int('threads', 1), 1) : int('threads', defaultThreads);
+  return {
+    budget: opts.budget,
+    verify: opts.verify ?? false,
+    threads,
+    ioThreads: int('ioThreads', 2),
+    lookahead: int('lookahead', 6),
+    cachePolicy: opts.cachePolicy ?? 'lfru',
+    direct: opts.direct ?? true,
+    warm: opts.warm ?? true,
+    preloadExperts: opts.preloadExperts ?? false,
+    cacheSlots: opts.cacheSlots === undefined ? undefined : int('cacheSlots', 0),
+    kernels,
+    chunk: int('chunk', DEFAULT_CHUNK),
+    maxContext: int('maxContext', 4096),
+    sessions: int('sessions', 1),
+    arenaBytes: opts.arenaBytes,
+    warn: opts.warn ?? ((m) => process.emitWarning(m, 'WasteWarning')),
+    onProgress: opts.onProgress,
+  };
+}
+
+function show(v: unknown): string {
+  if (typeof v === 'string') return JSON.stringify(v.length > 40 ? `${v.slice(0, 40)}…` : v);
+  if (typeof v === 'function') return 'a function';
+  if (typeof v === 'object') return v === null ? 'null' : Array.isArray(v) ? 'an array' : 'an object';
+  return String(v);
+}
