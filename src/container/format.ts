@@ -1,7 +1,7 @@
 /**
  * WASTE container format v0: the constants and the derived expert-record layout, shared by the
- * reader (this folder) and the writers (synth, convert). The public description is the C engine's
- * docs/FORMAT.md; every number here is derived from the manifest, never believed from a header.
+ * reader (this folder) and the writers (synth, convert), as docs/FORMAT.md describes them; every
+ * number here is derived from the manifest, never believed from a header.
  */
 export const FORMAT_VERSION = 0;
 export const ALIGN = 4096;

@@ -371,7 +371,7 @@ export class ExpertCache {
 
   // --- learned hotlist: usage.waste, the C engine's format -----------------------------------
 
-  /** Write the experts held now with their hit counts, most used first. */
+  /** Write the experts held now with their hit counts, in slot order (warm() sorts them when it reads). */
   saveUsage(file: string): number {
     const held = this.slots.filter((s) => s.key >= 0 && this.landed(s));
     const buf = Buffer.alloc(16 + 16 * held.length);

@@ -87,7 +87,11 @@ export interface TurnFormat {
   defaultSystem?: string;
 }
 
-/** Kimi's format (the K2 family's template, which Kimi-Linear shares): used when a model ships none. */
+/**
+ * Kimi's turns (the K2 family's, which Kimi-Linear shares) as fixed pairs. A model that ships no
+ * format gets KIMI_STYLE_TEMPLATE instead, because pairs cannot write tools; this stays as the
+ * plain statement of the same turns that the tests hold the template to.
+ */
 export const KIMI_TURNS: TurnFormat = {
   system: ['<|im_system|>system<|im_middle|>', '<|im_end|>'],
   user: ['<|im_user|>user<|im_middle|>', '<|im_end|>'],

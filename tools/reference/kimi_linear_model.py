@@ -6,7 +6,9 @@ checkpoint's tensors into it and runs it in float64 (the golden files the engine
 against), `tools/demo/train.py` trains a small one in float32, and the trained weights are
 exported under exactly these parameter names as a HuggingFace checkpoint for the engine.
 
-Written from the architecture description (docs: kimi-linear.md), not from the TypeScript engine.
+Written from a description of the architecture compiled from its public sources (Moonshot's
+HuggingFace modeling code, the fla kernels, vLLM, llama.cpp), not from the TypeScript engine;
+docs/ARCHITECTURE.md states the same formulas as the engine implements them.
 
 Parameter names are the HuggingFace tensor names (model.layers.3.self_attn.q_proj.weight,
 model.layers.2.block_sparse_moe.experts.5.w1.weight, ...); the router's selection bias

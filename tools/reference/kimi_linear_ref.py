@@ -8,8 +8,10 @@ ids the plain way: experts expanded into weight matrices, MLA with per-head keys
 from the latents (not the absorbed form the engine uses), the KDA recurrence token by token.
 Writes the logits of every position as little-endian float32.
 
-It is written from the architecture description (docs: kimi-linear.md), not from the TypeScript,
-so the two agreeing is evidence that both are right.
+It is written from a description of the architecture compiled from its public sources (Moonshot's
+HuggingFace modeling code, the fla kernels, vLLM, llama.cpp), not from the TypeScript, so the two
+agreeing is evidence that both are right. The formulas as the engine implements them are in
+docs/ARCHITECTURE.md.
 
     /usr/bin/python3 tools/reference/kimi_linear_ref.py CONTAINER --ids 1,2,3 --out logits.bin
 """
