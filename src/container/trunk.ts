@@ -1,6 +1,7 @@
 import * as fs from 'node:fs';
 import { f16 } from '../util/f16.js';
 import { WasteError, fromSystemError } from '../util/errors.js';
+import { openRegular } from '../util/read.js';
 import { Fmt } from './format.js';
 import type { TrunkEntry } from './manifest.js';
 import { rowsCols, storedSizes } from './tensor.js';
@@ -36,12 +37,7 @@ export class TrunkFile {
 
   constructor(path: string) {
     this.path = path;
-    try {
-      this.fd = fs.openSync(path, 'r');
-      this.size = fs.fstatSync(this.fd).size;
-    } catch (e) {
-      throw fromSystemError(path, e);
-    }
+    ({ fd: this.fd, size: this.size } = openRegular(path));
   }
 
   close(): void {
