@@ -46,6 +46,9 @@ const MAX_MANIFEST_TENSORS = 1 << 20;
 const MAX_DIM = 1 << 26;
 
 export function parseManifest(text: string): Manifest {
+  // JSON parsers may skip a byte-order mark; the C engine's does not (it finds no format_version)
+  if (text.charCodeAt(0) === 0xfeff)
+    throw new WasteError('E_FORMAT', `${MANIFEST}: starts with a byte-order mark (U+FEFF), which the C engine refuses; save it as UTF-8 without one`);
   let doc: unknown;
   try {
     doc = JSON.parse(text);

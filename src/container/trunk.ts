@@ -9,8 +9,12 @@ import { rowsCols, storedSizes } from './tensor.js';
 export const TRUNK = 'trunk.bin';
 const MAX_READ = 1 << 30; // one read stays below Node's 2 GiB limit
 
-/** Check every index entry against the real size of trunk.bin: offsets, lengths, declared bytes. */
+/**
+ * Check every index entry against the real size of trunk.bin (offsets, lengths, declared bytes)
+ * and against every other: no two byte ranges, payload or scales, may share a byte.
+ */
 export function validateTrunkIndex(entries: TrunkEntry[], fileSize: number): void {
+  const ranges: { start: number; end: number; what: string }[] = [];
   for (const t of entries) {
     const { rows, cols } = rowsCols(t.shape);
     const { payload, scaleBytes } = storedSizes(t.fmt, rows, cols, t.group);
@@ -24,6 +28,15 @@ export function validateTrunkIndex(entries: TrunkEntry[], fileSize: number): voi
       );
     if (t.bytes !== undefined && t.bytes !== payload + scaleBytes)
       throw new WasteError('E_FORMAT', `${where} declares ${t.bytes} bytes but its shape and format need ${payload + scaleBytes}`);
+    ranges.push({ start: t.off, end: t.off + payload, what: t.name });
+    if (scaleBytes) ranges.push({ start: t.scaleOff, end: t.scaleOff + scaleBytes, what: `the scales of ${t.name}` });
+  }
+  // sorted by start, if any two ranges share a byte then two neighbours do
+  ranges.sort((a, b) => a.start - b.start || a.end - b.end);
+  for (let i = 1; i < ranges.length; i++) {
+    const [a, b] = [ranges[i - 1], ranges[i]];
+    if (b.start < a.end)
+      throw new WasteError('E_FORMAT', `manifest.json: trunk tensors overlap in ${TRUNK}: ${a.what} (bytes ${a.start}..${a.end}) and ${b.what} (bytes ${b.start}..${b.end})`);
   }
 }
 
