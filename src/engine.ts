@@ -32,7 +32,10 @@ import { WasteError } from './util/errors.js';
 export interface OpenOptions {
   /** RAM ceiling in bytes for everything the engine allocates (default: the plan's default budget). */
   budget?: number;
-  /** Check every expert record's CRC32 as it enters RAM (off by default: a pass per read). */
+  /**
+   * Check every expert record's CRC32 as it enters RAM, and trunk.bin and codebooks.bin against
+   * the manifest's SHA-256 at open (off by default: a pass per read).
+   */
   verify?: boolean;
   /** Compute threads, the calling thread included (default: one per core). */
   threads?: number;
@@ -167,7 +170,7 @@ export class Model implements SessionHost {
     if (!(Number.isInteger(sessions) && sessions >= 1 && sessions <= 1024))
       throw new WasteError('E_ARG', `sessions must be an integer in 1..1024 (got ${sessions})`);
 
-    const container = openContainer(dir);
+    const container = openContainer(dir, { verify: opts.verify });
     let kernels: Kernels | undefined;
     let files: StreamFiles | undefined;
     let readers: ReaderPool | undefined;

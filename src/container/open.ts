@@ -4,6 +4,7 @@ import { type KimiLinearConfig, parseKimiLinearConfig } from '../model/kimi-line
 import { WasteError, fromSystemError, unsupported } from '../util/errors.js';
 import { readBytes } from '../util/read.js';
 import { ExpertBank } from './bank.js';
+import { bytesChecksum, checkChecksum, checkLength } from './checksums.js';
 import { CODEBOOKS, type Codebooks, parseCodebooks } from './codebooks.js';
 import { type ExpertQuant, recordLayout } from './format.js';
 import { MANIFEST, type Manifest, type TrunkEntry, parseManifest } from './manifest.js';
@@ -30,7 +31,12 @@ export interface Container {
   close(): void;
 }
 
-export function openContainer(dir: string): Container {
+export interface OpenContainerOptions {
+  /** Hash trunk.bin and codebooks.bin against the manifest's checksums (their lengths are always checked). */
+  verify?: boolean;
+}
+
+export function openContainer(dir: string, opts: OpenContainerOptions = {}): Container {
   let st: fs.Stats;
   try {
     st = fs.statSync(dir);
@@ -50,6 +56,11 @@ export function openContainer(dir: string): Container {
     const trunk = new TrunkFile(path.join(dir, TRUNK));
     opened.push(trunk);
     validateTrunkIndex(manifest.trunk, trunk.size);
+    const trunkSum = manifest.checksums.get(TRUNK);
+    if (trunkSum) {
+      checkLength(TRUNK, trunkSum, trunk.size);
+      if (opts.verify) checkChecksum(TRUNK, trunkSum, trunk.checksum());
+    }
     const tensors = new Map(manifest.trunk.map((t) => [t.name, t]));
 
     const banks = new Map<number, ExpertBank>();
@@ -68,7 +79,13 @@ export function openContainer(dir: string): Container {
           'E_FORMAT',
           `${MANIFEST}: expert_quant.vec_dim ${quant.vecDim} does not divide hidden_size ${hidden} and moe_intermediate_size ${inter}`,
         );
-      codebooks = parseCodebooks(readBytes(path.join(dir, CODEBOOKS), MAX_CODEBOOK_BYTES), quant);
+      const bytes = readBytes(path.join(dir, CODEBOOKS), MAX_CODEBOOK_BYTES);
+      codebooks = parseCodebooks(bytes, quant);
+      const sum = manifest.checksums.get(CODEBOOKS);
+      if (sum) {
+        checkLength(CODEBOOKS, sum, bytes.length);
+        if (opts.verify) checkChecksum(CODEBOOKS, sum, bytesChecksum(bytes));
+      }
       const layout = recordLayout(hidden, inter, quant);
       for (const layer of moeLayers) {
         const entry = manifest.banks.get(layer);

@@ -2,6 +2,7 @@ import * as fs from 'node:fs';
 import { f16 } from '../util/f16.js';
 import { WasteError, fromSystemError } from '../util/errors.js';
 import { openRegular } from '../util/read.js';
+import { type FileChecksum, fdChecksum } from './checksums.js';
 import { Fmt } from './format.js';
 import type { TrunkEntry } from './manifest.js';
 import { rowsCols, storedSizes } from './tensor.js';
@@ -56,6 +57,11 @@ export class TrunkFile {
   close(): void {
     if (this.fd >= 0) fs.closeSync(this.fd);
     this.fd = -1;
+  }
+
+  /** SHA-256 and length of the whole file, read through once (`--verify` at open). */
+  checksum(): FileChecksum {
+    return fdChecksum(this.fd, this.path);
   }
 
   /** Read exactly `n` bytes at `pos` into `dst` (any length; chunked below Node's per-read cap). */
