@@ -1,9 +1,9 @@
 import * as fs from 'node:fs';
 import { crc32 } from '../util/crc32.js';
 import { WasteError, fromSystemError, unsupported } from '../util/errors.js';
+import { openRegular } from '../util/read.js';
 import { ALIGN, type ExpertQuant, EXPERT_HEADER_BYTES, Fmt, MAGIC_EXPERT, type RecordLayout, fmtName } from './format.js';
 import type { BankEntry } from './manifest.js';
-import { openRegular } from '../util/read.js';
 
 /**
  * One MoE layer's expert bank, `experts-L{n}.bin`: a flat array of equal-size, 4 KiB-aligned

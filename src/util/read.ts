@@ -1,3 +1,4 @@
+import * as buffer from 'node:buffer';
 import * as fs from 'node:fs';
 import { WasteError, fromSystemError } from './errors.js';
 
@@ -51,6 +52,8 @@ export function openRegular(file: string, flags = 0): { fd: number; size: number
  * allocation: the file is read until it ends, and refused as soon as it gives more than `max`.
  */
 export function readBytes(file: string, max = DEFAULT_MAX_BYTES): Buffer {
+  // one byte past the bound must fit in a Buffer too
+  max = Math.min(max, buffer.constants.MAX_LENGTH - 1);
   const { fd, size } = openRegular(file);
   try {
     if (size > max) throw tooLarge(file, max);
