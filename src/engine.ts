@@ -138,7 +138,7 @@ export class Model implements SessionHost {
     if (!fs.existsSync(path.join(dir, 'manifest.json')) && fs.existsSync(path.join(dir, 'config.json'))) return Model.openCheckpoint(dir, o);
     const { threads, ioThreads, lookahead, chunk, maxContext, sessions } = o;
 
-    const container = openContainer(dir);
+    const container = openContainer(dir, { verify: o.verify });
     let kernels: Kernels | undefined;
     let files: StreamFiles | undefined;
     let readers: ReaderPool | undefined;

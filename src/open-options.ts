@@ -5,7 +5,10 @@ import { WasteError } from './util/errors.js';
 export interface OpenOptions {
   /** RAM ceiling in bytes for everything the engine allocates (default: the plan's default budget). */
   budget?: number;
-  /** Check every expert record's CRC32 as it enters RAM (off by default: a pass per read). */
+  /**
+   * Check every expert record's CRC32 as it enters RAM, and trunk.bin and codebooks.bin against
+   * the manifest's SHA-256 at open (off by default: a pass per read).
+   */
   verify?: boolean;
   /** Compute threads, the calling thread included (default: one per core). */
   threads?: number;

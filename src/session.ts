@@ -1,13 +1,13 @@
-import * as fs from 'node:fs';
 import { writeFileAtomic } from './container/write.js';
 import { type GenerationDefaults, withDefaults } from './generate/defaults.js';
 import { type GenerateOptions, type GeneratedToken, type GenerationResult, generateTokens } from './generate/generate.js';
 import type { KimiLinearConfig } from './model/kimi-linear/config.js';
 import type { KimiLinearModel } from './model/kimi-linear/forward.js';
 import type { KimiLinearState } from './model/kimi-linear/state.js';
-import { decodeState, encodeState } from './model/kimi-linear/state-file.js';
+import { decodeState, encodeState, maxStateBytes } from './model/kimi-linear/state-file.js';
 import type { Tokenizer } from './tokenizer/tokenizer.js';
-import { WasteError, fromSystemError } from './util/errors.js';
+import { WasteError } from './util/errors.js';
+import { readBytes } from './util/read.js';
 import { yieldToLoop } from './util/yield-to-loop.js';
 
 /** What a session needs from its model (kept narrow so the model can hand it out). */
@@ -158,12 +158,7 @@ export class Session {
    */
   load(file: string, check: (data: unknown) => void = () => {}): unknown {
     if (this.released) throw new WasteError('E_STATE', 'the session has been closed');
-    let data: Uint8Array;
-    try {
-      data = fs.readFileSync(file);
-    } catch (e) {
-      throw fromSystemError(file, e);
-    }
+    const data = readBytes(file, maxStateBytes(this.host.config, this.state.limit));
     let saved: unknown;
     const { history, logits } = decodeState(this.host.config, this.state, data, this.host.identity(), file, (meta) => {
       try {

@@ -10,6 +10,9 @@ import { copyContainer, synth } from './helpers.js';
 const good = synth({ shape: 'tiny', seed: 21 }, 'good');
 
 type Json = Record<string, any>;
+const IN_NORM = 'model.layers.0.input_layernorm.weight';
+const POST_NORM = 'model.layers.0.post_attention_layernorm.weight';
+const tensor = (m: Json, name: string): Json => m.trunk.find((t: Json) => t.name === name);
 function editManifest(dir: string, edit: (m: Json) => void): void {
   const file = path.join(dir, 'manifest.json');
   const m = JSON.parse(fs.readFileSync(file, 'utf8'));
@@ -33,6 +36,7 @@ async function assertFails(dir: string, code: WasteErrorCode, re: RegExp, verify
   assert.ok(err instanceof WasteError, `expected a WasteError, got ${err}`);
   assert.equal(err.code, code, err.message);
   assert.match(err.message, re);
+  assert.doesNotMatch(err.message, /[\n\r]/, 'one line');
 }
 
 describe('container reader', () => {
@@ -99,6 +103,13 @@ describe('container reader', () => {
       ['vec_dim that does not divide', (m) => (m.expert_quant.vec_dim = 7), 'E_FORMAT', /vec_dim 7 does not divide/],
       ['a Q3G trunk tensor', (m) => (m.trunk[5].fmt = 7), 'E_UNSUPPORTED', /Q3G/],
       ['VQ4P experts', (m) => Object.assign(m.expert_quant, { fmt: 'VQ4P', stages: 4, entries: 64, index_bits: 6 }), 'E_UNSUPPORTED', /VQ4P/],
+      ['two tensors on the same bytes', (m) => (tensor(m, IN_NORM).off = tensor(m, POST_NORM).off), 'E_FORMAT', /trunk tensors overlap in trunk\.bin: model\.layers\.0\.(input|post_attention)_layernorm\.weight \(bytes \d+\.\.\d+\) and model\.layers\.0\.(input|post_attention)_layernorm\.weight/],
+      ['a tensor one byte into the next', (m) => (tensor(m, POST_NORM).off -= 1), 'E_FORMAT', /trunk tensors overlap in trunk\.bin: model\.layers\.0\.input_layernorm\.weight \(bytes \d+\.\.(\d+)\) and model\.layers\.0\.post_attention_layernorm\.weight/],
+      ['scales over another tensor', (m) => (m.trunk.find((t: Json) => t.scale_off !== undefined && !t.name.includes('embed')).scale_off = tensor(m, IN_NORM).off), 'E_FORMAT', /trunk tensors overlap in trunk\.bin: .*input_layernorm\.weight .* and the scales of |trunk tensors overlap in trunk\.bin: the scales of .* and model\.layers\.0\.input_layernorm/],
+      ['scales inside their own payload', (m) => {
+        const t = m.trunk.find((x: Json) => x.scale_off !== undefined && !x.name.includes('embed'));
+        t.scale_off = t.off + 1;
+      }, 'E_FORMAT', /trunk tensors overlap in trunk\.bin: (\S+) \(bytes \d+\.\.\d+\) and the scales of \1 /],
       ['a Kimi K3 feature', (m) => (m.config.routed_expert_hidden_size = 64), 'E_UNSUPPORTED', /latent MoE/],
       ['another architecture', (m) => (m.config.model_type = 'llama'), 'E_UNSUPPORTED', /model_type "llama"/],
     ];
@@ -113,6 +124,19 @@ describe('container reader', () => {
       const d = copyContainer(good);
       fs.writeFileSync(path.join(d, 'manifest.json'), '{"format_version": 0, "config": {');
       await assertFails(d, 'E_FORMAT', /manifest\.json: not valid JSON/);
+    });
+    it('invalid JSON whose parser message quotes lines of it is one line', async () => {
+      const d = copyContainer(good);
+      const text = fs.readFileSync(path.join(d, 'manifest.json'), 'utf8');
+      // an unexpected token makes V8 quote the text around it, line breaks and all
+      fs.writeFileSync(path.join(d, 'manifest.json'), text.replace('"format_version": 0', '"format_version": \n\u001b[2J x'));
+      await assertFails(d, 'E_FORMAT', /^manifest\.json: not valid JSON \(Unexpected token '\\u001b', .*\\n\\u001b\[2J x.*\)$/);
+    });
+    it('a byte-order mark before the JSON is refused in one line (the C engine refuses it too)', async () => {
+      const d = copyContainer(good);
+      const f = path.join(d, 'manifest.json');
+      fs.writeFileSync(f, Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), fs.readFileSync(f)]));
+      await assertFails(d, 'E_FORMAT', /^manifest\.json: starts with a byte-order mark \(U\+FEFF\), which the C engine refuses; save it as UTF-8 without one$/);
     });
   });
 

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
+import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { describe, it } from 'node:test';
@@ -99,6 +100,11 @@ describe('waste convert', () => {
       c.close();
     }
     for (const f of ['tokenizer.model', 'specials.json', 'chat_template.jinja', 'convert.json']) assert.ok(fs.existsSync(path.join(out, f)), f);
+    const { checksums } = JSON.parse(fs.readFileSync(path.join(out, 'manifest.json'), 'utf8'));
+    for (const f of ['trunk.bin', 'codebooks.bin']) {
+      const bytes = fs.readFileSync(path.join(out, f));
+      assert.deepEqual(checksums[f], { sha256: crypto.createHash('sha256').update(bytes).digest('hex'), bytes: bytes.length }, f);
+    }
     assert.deepEqual(fs.readFileSync(path.join(out, 'tokenizer.model')), fs.readFileSync(path.join(src, 'tiktoken.model')));
     const decoder = JSON.parse(fs.readFileSync(path.join(src, 'tokenizer_config.json'), 'utf8')).added_tokens_decoder;
     assert.deepEqual(

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import * as zlib from 'node:zlib';
 import { describe, it } from 'node:test';
 import { crc32, crc32Portable } from '../src/util/crc32.js';
+import { WasteError } from '../src/util/errors.js';
 import { decodeF16, encodeF16, f16 } from '../src/util/f16.js';
 import { Rng } from '../src/util/prng.js';
 
@@ -76,3 +77,11 @@ describe('seeded generator', () => {
   });
 });
 const PINNED = [3809008728, 1133695204, 53579671];
+
+describe('WasteError', () => {
+  it('is one line whatever it quotes: line breaks and control characters are shown escaped', () => {
+    const e = new WasteError('E_FORMAT', 'x.json: bad ("a\nb\r\nc\td\u001b[2J\u2028e\u0085")');
+    assert.equal(e.message, 'x.json: bad ("a\\nb\\r\\nc\\td\\u001b[2J\\u2028e\\u0085")');
+    assert.equal(new WasteError('E_IO', 'plain — text, ünïcode').message, 'plain — text, ünïcode');
+  });
+});

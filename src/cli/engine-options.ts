@@ -30,7 +30,7 @@ export function addEngineOptions(cmd: Command): Command {
     .option('--io-threads <n>', 'reader threads for expert records (0 reads on the compute thread)', intArg(...OPTION_BOUNDS.ioThreads), 2)
     .option('--lookahead <k>', 'decode: prefetch the next layer\'s k likeliest experts (0 disables)', intArg(...OPTION_BOUNDS.lookahead), 6)
     .addOption(new Option('--cache-policy <policy>', 'expert-cache eviction: lfru (hits per time held, sampled), lru, or lfuda (request counts kept across evictions, aged, every slot compared)').choices(CACHE_POLICIES).default('lfru'))
-    .option('--verify', "check each expert record's CRC32 as it enters RAM", false)
+    .option('--verify', "check each expert record's CRC32 as it enters RAM, and trunk.bin and codebooks.bin against their SHA-256 at open", false)
     .option('--no-direct', 'read experts through the page cache instead of O_DIRECT')
     .option('--no-warm', "ignore the container's usage.waste hotlist")
     .addOption(new Option('--kernel-impl <impl>', 'kernel implementation (typescript: the plain reference, single-threaded)').choices(['wasm', 'typescript']).default('wasm'));

@@ -1,6 +1,7 @@
 import * as fs from 'node:fs';
 import { crc32 } from '../util/crc32.js';
 import { WasteError, fromSystemError, unsupported } from '../util/errors.js';
+import { openRegular } from '../util/read.js';
 import { ALIGN, type ExpertQuant, EXPERT_HEADER_BYTES, Fmt, MAGIC_EXPERT, type RecordLayout, fmtName } from './format.js';
 import type { BankEntry } from './manifest.js';
 
@@ -39,18 +40,15 @@ export class ExpertBank {
         'E_FORMAT',
         `${where}: records of ${this.stride} bytes are too small for the expert shapes, which need ${layout.recordBytes}`,
       );
-    let size: number;
-    try {
-      this.fd = fs.openSync(this.path, 'r');
-      size = fs.fstatSync(this.fd).size;
-    } catch (e) {
-      throw fromSystemError(this.path, e);
-    }
-    if (size !== entry.bytes)
+    const { fd, size } = openRegular(this.path);
+    this.fd = fd;
+    if (size !== entry.bytes) {
+      this.close();
       throw new WasteError(
         'E_FORMAT',
         `${entry.file}: ${size} bytes, but the manifest says ${entry.bytes} (${entry.experts} records of ${this.stride}); the bank is ${size < entry.bytes ? 'truncated' : 'longer than described'}`,
       );
+    }
   }
 
   close(): void {

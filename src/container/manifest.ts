@@ -1,5 +1,6 @@
 import { Fields, type Json } from '../util/fields.js';
 import { unsupported, WasteError } from '../util/errors.js';
+import { CHECKSUMS_KEY, type FileChecksum } from './checksums.js';
 import { type ExpertQuant, FORMAT_VERSION, Fmt, fmtName } from './format.js';
 
 /**
@@ -16,6 +17,8 @@ export interface Manifest {
   /** Expert banks by MoE layer number. */
   banks: Map<number, BankEntry>;
   trunk: TrunkEntry[];
+  /** SHA-256 and length by file name (`checksums`; empty from a writer that predates the key). */
+  checksums: Map<string, FileChecksum>;
 }
 
 export interface BankEntry {
@@ -46,6 +49,9 @@ const MAX_MANIFEST_TENSORS = 1 << 20;
 const MAX_DIM = 1 << 26;
 
 export function parseManifest(text: string): Manifest {
+  // JSON parsers may skip a byte-order mark; the C engine's does not (it finds no format_version)
+  if (text.charCodeAt(0) === 0xfeff)
+    throw new WasteError('E_FORMAT', `${MANIFEST}: starts with a byte-order mark (U+FEFF), which the C engine refuses; save it as UTF-8 without one`);
   let doc: unknown;
   try {
     doc = JSON.parse(text);
@@ -77,8 +83,7 @@ export function parseManifest(text: string): Manifest {
       if (!/^(0|[1-9][0-9]{0,3})$/.test(key)) throw layers.fail(key, 'is not a layer number');
       const e = layers.object(key);
       const file = e.str('file', undefined, 255);
-      if (!/^[A-Za-z0-9._-]+$/.test(file) || file === '.' || file === '..')
-        throw e.fail('file', 'must be a plain file name inside the container', file);
+      if (!isPlainFileName(file)) throw e.fail('file', 'must be a plain file name inside the container', file);
       banks.set(Number(key), {
         layer: Number(key),
         file,
@@ -125,7 +130,23 @@ export function parseManifest(text: string): Manifest {
     trunk.push(entry);
   });
 
-  return { arch, tensorPrefix, config, expertQuant, banks, trunk };
+  const checksums = new Map<string, FileChecksum>();
+  const sums = m.optionalObject(CHECKSUMS_KEY);
+  if (sums) {
+    for (const file of Object.keys(sums.obj)) {
+      if (!isPlainFileName(file)) throw sums.fail(file, 'is not a plain file name inside the container');
+      const e = sums.object(file);
+      const sha256 = e.str('sha256', undefined, 64);
+      if (!/^[0-9a-f]{64}$/.test(sha256)) throw e.fail('sha256', 'must be 64 lower-case hex digits', sha256);
+      checksums.set(file, { sha256, bytes: e.int('bytes', 0, Number.MAX_SAFE_INTEGER) });
+    }
+  }
+
+  return { arch, tensorPrefix, config, expertQuant, banks, trunk, checksums };
+}
+
+function isPlainFileName(name: string): boolean {
+  return name.length <= 255 && /^[A-Za-z0-9._-]+$/.test(name) && name !== '.' && name !== '..';
 }
 
 function parseExpertQuant(eq: Fields): ExpertQuant {

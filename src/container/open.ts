@@ -2,7 +2,9 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { type KimiLinearConfig, parseKimiLinearConfig } from '../model/kimi-linear/config.js';
 import { WasteError, fromSystemError, unsupported } from '../util/errors.js';
+import { readBytes } from '../util/read.js';
 import { ExpertBank } from './bank.js';
+import { bytesChecksum, checkChecksum, checkLength } from './checksums.js';
 import { CODEBOOKS, type Codebooks, parseCodebooks } from './codebooks.js';
 import { type ExpertQuant, recordLayout } from './format.js';
 import { MANIFEST, type Manifest, type TrunkEntry, parseManifest } from './manifest.js';
@@ -29,7 +31,12 @@ export interface Container {
   close(): void;
 }
 
-export function openContainer(dir: string): Container {
+export interface OpenContainerOptions {
+  /** Hash trunk.bin and codebooks.bin against the manifest's checksums (their lengths are always checked). */
+  verify?: boolean;
+}
+
+export function openContainer(dir: string, opts: OpenContainerOptions = {}): Container {
   let st: fs.Stats;
   try {
     st = fs.statSync(dir);
@@ -38,7 +45,7 @@ export function openContainer(dir: string): Container {
   }
   if (!st.isDirectory()) throw new WasteError('E_IO', `${dir}: a container is a directory (with ${MANIFEST}, ${TRUNK}, …)`);
 
-  const manifest = parseManifest(readSmallFile(path.join(dir, MANIFEST), MAX_MANIFEST_BYTES).toString('utf8'));
+  const manifest = parseManifest(readBytes(path.join(dir, MANIFEST), MAX_MANIFEST_BYTES).toString('utf8'));
   const modelType = manifest.config.given('model_type') ? manifest.config.raw('model_type') : 'kimi_linear';
   if (modelType !== 'kimi_linear')
     throw unsupported(`${MANIFEST}: config.model_type ${JSON.stringify(modelType)} (this build runs kimi_linear models)`);
@@ -49,6 +56,11 @@ export function openContainer(dir: string): Container {
     const trunk = new TrunkFile(path.join(dir, TRUNK));
     opened.push(trunk);
     validateTrunkIndex(manifest.trunk, trunk.size);
+    const trunkSum = manifest.checksums.get(TRUNK);
+    if (trunkSum) {
+      checkLength(TRUNK, trunkSum, trunk.size);
+      if (opts.verify) checkChecksum(TRUNK, trunkSum, trunk.checksum());
+    }
     const tensors = new Map(manifest.trunk.map((t) => [t.name, t]));
 
     const banks = new Map<number, ExpertBank>();
@@ -67,7 +79,13 @@ export function openContainer(dir: string): Container {
           'E_FORMAT',
           `${MANIFEST}: expert_quant.vec_dim ${quant.vecDim} does not divide hidden_size ${hidden} and moe_intermediate_size ${inter}`,
         );
-      codebooks = parseCodebooks(readSmallFile(path.join(dir, CODEBOOKS), MAX_CODEBOOK_BYTES), quant);
+      const bytes = readBytes(path.join(dir, CODEBOOKS), MAX_CODEBOOK_BYTES);
+      codebooks = parseCodebooks(bytes, quant);
+      const sum = manifest.checksums.get(CODEBOOKS);
+      if (sum) {
+        checkLength(CODEBOOKS, sum, bytes.length);
+        if (opts.verify) checkChecksum(CODEBOOKS, sum, bytesChecksum(bytes));
+      }
       const layout = recordLayout(hidden, inter, quant);
       for (const layer of moeLayers) {
         const entry = manifest.banks.get(layer);
@@ -100,20 +118,5 @@ export function openContainer(dir: string): Container {
   } catch (e) {
     for (const o of opened) o.close();
     throw e;
-  }
-}
-
-function readSmallFile(file: string, max: number): Buffer {
-  let size: number;
-  try {
-    size = fs.statSync(file).size;
-  } catch (e) {
-    throw fromSystemError(file, e);
-  }
-  if (size > max) throw new WasteError('E_FORMAT', `${file}: ${size} bytes is larger than the ${max} this file may be`);
-  try {
-    return fs.readFileSync(file);
-  } catch (e) {
-    throw fromSystemError(file, e);
   }
 }

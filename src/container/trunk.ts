@@ -1,6 +1,8 @@
 import * as fs from 'node:fs';
 import { f16 } from '../util/f16.js';
 import { WasteError, fromSystemError } from '../util/errors.js';
+import { openRegular } from '../util/read.js';
+import { type FileChecksum, fdChecksum } from './checksums.js';
 import { Fmt } from './format.js';
 import type { TrunkEntry } from './manifest.js';
 import { rowsCols, storedSizes } from './tensor.js';
@@ -8,8 +10,12 @@ import { rowsCols, storedSizes } from './tensor.js';
 export const TRUNK = 'trunk.bin';
 const MAX_READ = 1 << 30; // one read stays below Node's 2 GiB limit
 
-/** Check every index entry against the real size of trunk.bin: offsets, lengths, declared bytes. */
+/**
+ * Check every index entry against the real size of trunk.bin (offsets, lengths, declared bytes)
+ * and against every other: no two byte ranges, payload or scales, may share a byte.
+ */
 export function validateTrunkIndex(entries: TrunkEntry[], fileSize: number): void {
+  const ranges: { start: number; end: number; what: string }[] = [];
   for (const t of entries) {
     const { rows, cols } = rowsCols(t.shape);
     const { payload, scaleBytes } = storedSizes(t.fmt, rows, cols, t.group);
@@ -23,6 +29,15 @@ export function validateTrunkIndex(entries: TrunkEntry[], fileSize: number): voi
       );
     if (t.bytes !== undefined && t.bytes !== payload + scaleBytes)
       throw new WasteError('E_FORMAT', `${where} declares ${t.bytes} bytes but its shape and format need ${payload + scaleBytes}`);
+    ranges.push({ start: t.off, end: t.off + payload, what: t.name });
+    if (scaleBytes) ranges.push({ start: t.scaleOff, end: t.scaleOff + scaleBytes, what: `the scales of ${t.name}` });
+  }
+  // sorted by start, if any two ranges share a byte then two neighbours do
+  ranges.sort((a, b) => a.start - b.start || a.end - b.end);
+  for (let i = 1; i < ranges.length; i++) {
+    const [a, b] = [ranges[i - 1], ranges[i]];
+    if (b.start < a.end)
+      throw new WasteError('E_FORMAT', `manifest.json: trunk tensors overlap in ${TRUNK}: ${a.what} (bytes ${a.start}..${a.end}) and ${b.what} (bytes ${b.start}..${b.end})`);
   }
 }
 
@@ -36,17 +51,17 @@ export class TrunkFile {
 
   constructor(path: string) {
     this.path = path;
-    try {
-      this.fd = fs.openSync(path, 'r');
-      this.size = fs.fstatSync(this.fd).size;
-    } catch (e) {
-      throw fromSystemError(path, e);
-    }
+    ({ fd: this.fd, size: this.size } = openRegular(path));
   }
 
   close(): void {
     if (this.fd >= 0) fs.closeSync(this.fd);
     this.fd = -1;
+  }
+
+  /** SHA-256 and length of the whole file, read through once (`--verify` at open). */
+  checksum(): FileChecksum {
+    return fdChecksum(this.fd, this.path);
   }
 
   /** Read exactly `n` bytes at `pos` into `dst` (any length; chunked below Node's per-read cap). */

@@ -14,6 +14,7 @@ import {
   indexOffset,
   recordFmt,
 } from './format.js';
+import { CHECKSUMS_KEY, type FileChecksum, fileChecksum } from './checksums.js';
 import { storedSizes } from './tensor.js';
 
 /**
@@ -189,4 +190,14 @@ export function writeFileAtomic(file: string, data: string | Uint8Array): void {
     }
     throw fromSystemError(file, e);
   }
+}
+
+/**
+ * Write manifest.json, the commit record: last, atomically, and with the `checksums` of
+ * `checksummed` (files of `dir` already complete, read back through once).
+ */
+export function writeManifest(dir: string, manifest: Record<string, unknown>, checksummed: string[]): void {
+  const sums: Record<string, FileChecksum> = {};
+  for (const f of checksummed) sums[f] = fileChecksum(path.join(dir, f));
+  writeFileAtomic(path.join(dir, 'manifest.json'), JSON.stringify({ ...manifest, [CHECKSUMS_KEY]: sums }, null, 1) + '\n');
 }

@@ -2,7 +2,9 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { readCheckpointConfig } from '../checkpoint/config.js';
 import { SafetensorsSet } from '../checkpoint/safetensors.js';
-import { writeFileAtomic } from '../container/write.js';
+import { CODEBOOKS } from '../container/codebooks.js';
+import { TRUNK } from '../container/trunk.js';
+import { writeFileAtomic, writeManifest } from '../container/write.js';
 import { WasmKernels } from '../kernels/wasm/index.js';
 import { cpuCount } from '../kernels/wasm/pool.js';
 import { Arena } from '../memory/arena.js';
@@ -94,7 +96,7 @@ export async function convert(src: string, out: string, opts: ConvertOptions = {
     if (!state.trunk) {
       const tmp = path.join(dir, 'trunk.bin.tmp');
       const index = writeTrunk(st, plan.trunk, tmp, tick('trunk'));
-      rename(tmp, path.join(dir, 'trunk.bin'));
+      rename(tmp, path.join(dir, TRUNK));
       state.trunk = index;
       job.save();
     }
@@ -116,7 +118,7 @@ export async function convert(src: string, out: string, opts: ConvertOptions = {
 
     if (plan.layers.length && !state.codebooks) {
       const parts = plan.layers.map((l) => readFile(partFile(dir, l.layer)));
-      writeFileAtomic(path.join(dir, 'codebooks.bin'), Buffer.concat(parts));
+      writeFileAtomic(path.join(dir, CODEBOOKS), Buffer.concat(parts));
       state.codebooks = true;
       job.save();
     }
@@ -143,9 +145,9 @@ export async function convert(src: string, out: string, opts: ConvertOptions = {
       ),
       trunk: state.trunk,
     };
-    writeFileAtomic(path.join(dir, 'manifest.json'), JSON.stringify(manifest, null, 1) + '\n');
-    const keep = new Set(['manifest.json', STATE_FILE, 'trunk.bin', ...small, ...plan.layers.map((l) => `experts-L${l.layer}.bin`)]);
-    if (plan.layers.length) keep.add('codebooks.bin');
+    writeManifest(dir, manifest, plan.layers.length ? [TRUNK, CODEBOOKS] : [TRUNK]);
+    const keep = new Set(['manifest.json', STATE_FILE, TRUNK, ...small, ...plan.layers.map((l) => `experts-L${l.layer}.bin`)]);
+    if (plan.layers.length) keep.add(CODEBOOKS);
     job.prune(keep);
     job.unlock();
     publish(dir, out);

@@ -3,6 +3,7 @@ import type { Container } from '../container/open.js';
 import type { Arena } from '../memory/arena.js';
 import { touchPages } from '../memory/touch.js';
 import { WasteError } from '../util/errors.js';
+import { readBytes } from '../util/read.js';
 import { ReaderPool, Status } from './readers.js';
 import type { StreamFiles } from './io.js';
 
@@ -399,7 +400,10 @@ export class ExpertCache {
   warm(file: string): number {
     let buf: Buffer;
     try {
-      buf = fs.readFileSync(file);
+      // a hotlist names each expert at most once
+      let experts = 0;
+      for (const b of this.container.banks.values()) experts += b.experts;
+      buf = readBytes(file, 16 + 16 * experts);
     } catch {
       return 0;
     }

@@ -2,6 +2,7 @@ import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { fromSystemError } from '../util/errors.js';
+import { openRegular } from '../util/read.js';
 
 /**
  * A digest that tells models apart for saved sessions. A container: its manifest (shapes, formats,
@@ -14,17 +15,15 @@ export function modelIdentity(dir: string, kind: 'container' | 'checkpoint'): Ui
   const add = (file: string, limit = Infinity) => {
     const f = path.join(dir, file);
     if (!fs.existsSync(f)) return;
-    let fd: number;
+    const { fd, size } = openRegular(f);
     try {
-      fd = fs.openSync(f, 'r');
-    } catch (e) {
-      throw fromSystemError(f, e);
-    }
-    try {
-      const size = fs.fstatSync(fd).size;
       const n = Math.min(size, limit);
       const buf = Buffer.alloc(n);
-      fs.readSync(fd, buf, 0, n, 0);
+      try {
+        fs.readSync(fd, buf, 0, n, 0);
+      } catch (e) {
+        throw fromSystemError(f, e);
+      }
       h.update(`${file} ${size}\n`);
       h.update(buf);
     } finally {
@@ -40,7 +39,7 @@ export function modelIdentity(dir: string, kind: 'container' | 'checkpoint'): Ui
     add('model.safetensors.index.json');
     for (const f of fs.readdirSync(dir).filter((f) => f.endsWith('.safetensors')).sort()) {
       // the header (its length prefix and JSON) names every tensor, its dtype, shape and offsets
-      const fd = fs.openSync(path.join(dir, f), 'r');
+      const { fd } = openRegular(path.join(dir, f));
       try {
         const len = Buffer.alloc(8);
         fs.readSync(fd, len, 0, 8, 0);

@@ -1,7 +1,8 @@
 import * as fs from 'node:fs';
 import type { Container } from '../container/open.js';
 import type { Arena } from '../memory/arena.js';
-import { fromSystemError } from '../util/errors.js';
+import { WasteError } from '../util/errors.js';
+import { NONBLOCK, checkRegular, openRegular } from '../util/read.js';
 
 /**
  * Expert banks opened for streaming: with O_DIRECT on Linux so reads bypass the page cache (the
@@ -37,7 +38,8 @@ export function openStreamFiles(c: Container, wantDirect: boolean, probe: { aren
       let fd = -1;
       if (direct) {
         try {
-          fd = fs.openSync(bank.path, fs.constants.O_RDONLY | O_DIRECT);
+          fd = fs.openSync(bank.path, fs.constants.O_RDONLY | O_DIRECT | NONBLOCK);
+          checkRegular(fd, bank.path);
           const why = probeDirect(fd, probe);
           if (why) {
             fs.closeSync(fd);
@@ -47,18 +49,13 @@ export function openStreamFiles(c: Container, wantDirect: boolean, probe: { aren
           }
         } catch (e) {
           if (fd >= 0) fs.closeSync(fd);
+          if (e instanceof WasteError) throw e;
           fd = -1;
           direct = false;
           note = `${bank.file}: O_DIRECT open failed (${(e as NodeJS.ErrnoException).code ?? e}); reads go through the page cache`;
         }
       }
-      if (fd < 0) {
-        try {
-          fd = fs.openSync(bank.path, 'r');
-        } catch (e) {
-          throw fromSystemError(bank.path, e);
-        }
-      }
+      if (fd < 0) fd = openRegular(bank.path).fd;
       fds.set(layer, fd);
     }
   } catch (e) {

@@ -1,7 +1,9 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { type ExpertQuant, Fmt, recordLayout } from '../container/format.js';
-import { TrunkWriter, encodeCodebooks, encodeExpertRecord, writeFileAtomic } from '../container/write.js';
+import { CODEBOOKS } from '../container/codebooks.js';
+import { TRUNK } from '../container/trunk.js';
+import { TrunkWriter, encodeCodebooks, encodeExpertRecord, writeFileAtomic, writeManifest } from '../container/write.js';
 import { storedSizes } from '../container/tensor.js';
 import { type KimiLinearConfig, parseKimiLinearConfig } from '../model/kimi-linear/config.js';
 import { encodeF16 } from '../util/f16.js';
@@ -151,7 +153,7 @@ export function writeSyntheticContainer(dir: string, opts: SynthOptions = {}): K
   };
 
   // --- trunk ---
-  const trunk = new TrunkWriter(path.join(dir, 'trunk.bin'));
+  const trunk = new TrunkWriter(path.join(dir, TRUNK));
   let matrixCount = 0;
   const matrix = (name: string, rows: number, cols: number, std: number) => {
     const fmt = mixed
@@ -193,7 +195,7 @@ export function writeSyntheticContainer(dir: string, opts: SynthOptions = {}): K
       const amp = 1 / 2 ** stage; // later stages refine what earlier ones left
       for (let i = 0; i < per; i++) books[b * per + i] = encodeF16(rng.uniform(-amp, amp));
     }
-    writeFileAtomic(path.join(dir, 'codebooks.bin'), encodeCodebooks(books, count, QUANT));
+    writeFileAtomic(path.join(dir, CODEBOOKS), encodeCodebooks(books, count, QUANT));
 
     const rec = new Uint8Array(layout.recordBytes);
     const idx = layout.shapes.map((s) => new Uint8Array(s.rows * (s.cols / QUANT.vecDim) * QUANT.stages)) as [Uint8Array, Uint8Array, Uint8Array];
@@ -243,8 +245,7 @@ export function writeSyntheticContainer(dir: string, opts: SynthOptions = {}): K
     writeFileAtomic(path.join(dir, 'tokenizer.model'), rankFileText(voc.ranks));
     writeFileAtomic(path.join(dir, 'specials.json'), JSON.stringify(voc.specials, null, 1) + '\n');
   }
-  // The manifest is the commit record: written last, atomically.
-  writeFileAtomic(path.join(dir, 'manifest.json'), JSON.stringify(manifest, null, 1) + '\n');
+  writeManifest(dir, manifest, moeLayers.length ? [TRUNK, CODEBOOKS] : [TRUNK]);
   return cfg;
 }
 

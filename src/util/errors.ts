@@ -10,10 +10,21 @@ export type WasteErrorCode =
   | 'E_IO' // a file is missing, short, unreadable, or fails its checksum
   | 'E_STATE'; // the engine was used out of order (e.g. context full)
 
+const ESCAPES: Record<string, string> = { '\n': '\\n', '\r': '\\r', '\t': '\\t' };
+
+/**
+ * A message quotes things it did not write (a file name, a manifest's string, JSON.parse's
+ * excerpt of the text): their line breaks and control characters are shown escaped, so the
+ * message stays one line and cannot move a terminal's cursor.
+ */
+function oneLine(message: string): string {
+  return message.replace(/[\u0000-\u001f\u007f-\u009f\u2028\u2029]/g, (c) => ESCAPES[c] ?? `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+}
+
 export class WasteError extends Error {
   readonly code: WasteErrorCode;
   constructor(code: WasteErrorCode, message: string) {
-    super(message);
+    super(oneLine(message));
     this.name = 'WasteError';
     this.code = code;
   }

@@ -1,5 +1,9 @@
+import * as path from 'node:path';
 import type { Command } from 'commander';
+import { checkChecksum, fileChecksum } from '../../container/checksums.js';
+import { CODEBOOKS } from '../../container/codebooks.js';
 import { openContainer } from '../../container/open.js';
+import { TRUNK } from '../../container/trunk.js';
 import { WasteError } from '../../util/errors.js';
 import { Progress } from '../progress.js';
 import { formatSize } from '../../util/size.js';
@@ -8,27 +12,39 @@ import { modelOrDemo } from '../default-model.js';
 export function registerVerify(program: Command): void {
   program
     .command('verify')
-    .description("check every expert record's header and CRC32; names the first bad record and exits 1")
+    .description("check trunk.bin and codebooks.bin against their SHA-256 and every expert record's header and CRC32; names the first bad file or record and exits 1")
     .argument('[model]', 'container directory or model name (default: the demo model that ships with waste)')
     .option('-q, --quiet', 'no progress output', false)
     .action((model: string | undefined, o: { quiet: boolean }) => {
       const c = openContainer(modelOrDemo(model));
       try {
+        const sums = c.manifest.checksums;
+        const files = [...sums.keys()];
+        const unsummed = [TRUNK, ...(c.codebooks ? [CODEBOOKS] : [])].filter((f) => !sums.has(f));
         let total = 0;
-        for (const b of c.banks.values()) total += b.experts;
-        const bar = new Progress('verify', total, o.quiet);
+        for (const sum of sums.values()) total += sum.bytes;
+        for (const b of c.banks.values()) total += b.experts * b.stride;
+        const bar = new Progress('verify', total, o.quiet, process.stderr, formatSize);
         let done = 0;
+        for (const f of files) {
+          checkChecksum(f, sums.get(f)!, fileChecksum(path.join(c.dir, f), (n) => bar.update((done += n))));
+        }
+        let records = 0;
         let bytes = 0;
         const buf = new Uint8Array(Math.max(0, ...[...c.banks.values()].map((b) => b.stride)));
         for (const bank of c.banks.values()) {
           for (let e = 0; e < bank.experts; e++) {
             bank.read(e, buf, true);
+            records++;
             bytes += bank.stride;
-            bar.update(++done);
+            bar.update((done += bank.stride));
           }
         }
         bar.done();
-        process.stdout.write(`ok: ${done} expert records in ${c.banks.size} banks (${formatSize(bytes)}) have valid headers and checksums\n`);
+        if (unsummed.length)
+          process.stdout.write(`note: no checksum${unsummed.length > 1 ? 's' : ''} for ${listed(unsummed)}: made by a writer that predates them\n`);
+        const summed = files.length ? `${listed(files)} match${files.length > 1 ? ' their' : 'es its'} SHA-256; ` : '';
+        process.stdout.write(`ok: ${summed}${records} expert records in ${c.banks.size} banks (${formatSize(bytes)}) have valid headers and checksums\n`);
       } catch (e) {
         if (e instanceof WasteError && e.code === 'E_IO') {
           process.stdout.write(`FAILED: ${e.message}\n`);
@@ -40,4 +56,9 @@ export function registerVerify(program: Command): void {
         c.close();
       }
     });
+}
+
+/** "a", "a and b", "a, b and c". */
+function listed(names: string[]): string {
+  return names.length > 1 ? `${names.slice(0, -1).join(', ')} and ${names[names.length - 1]}` : names.join('');
 }

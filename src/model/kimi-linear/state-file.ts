@@ -42,8 +42,7 @@ export function encodeState(
   const pos = state.pos;
   if (history.length !== pos) throw new WasteError('E_STATE', `the session's history (${history.length} tokens) does not match its position (${pos})`);
   const nLogits = logits ? cfg.vocab : 0;
-  const floats = layerFloats(cfg, pos);
-  const bytes = HEADER + 4 * pos + 4 * nLogits + pad4(meta.length) + 4 * floats.reduce((a, b) => a + b, 0) + 4;
+  const bytes = fileBytes(cfg, pos, nLogits, meta.length);
   const out = new Uint8Array(bytes);
   const dv = new DataView(out.buffer);
   writeHeader(dv, cfg, pos, nLogits, meta.length, identity);
@@ -67,6 +66,15 @@ export function encodeState(
   });
   dv.setUint32(o, crc32(out.subarray(0, o)), true);
   return out;
+}
+
+/** The largest file a session of `limit` positions can be saved as: what a load reads at most. */
+export function maxStateBytes(cfg: KimiLinearConfig, limit: number): number {
+  return fileBytes(cfg, limit, cfg.vocab, MAX_META);
+}
+
+function fileBytes(cfg: KimiLinearConfig, pos: number, nLogits: number, nMeta: number): number {
+  return HEADER + 4 * pos + 4 * nLogits + pad4(nMeta) + 4 * layerFloats(cfg, pos).reduce((a, b) => a + b, 0) + 4;
 }
 
 /** Check `data` and load it into `state`; returns the token history and last logits. Nothing is changed on failure. */
@@ -97,8 +105,7 @@ export function decodeState(
   for (let o = 40; o < HEADER - 12; o += 4)
     if (dv.getUint32(o, true) !== expect.getUint32(o, true)) throw bad(`its shapes do not match this model's (field at byte ${o})`);
   if (pos > state.limit) throw bad(`it holds ${pos} positions, more than this session's context of ${state.limit}`);
-  const floats = layerFloats(cfg, pos);
-  const bytes = HEADER + 4 * pos + 4 * nLogits + pad4(nMeta) + 4 * floats.reduce((a, b) => a + b, 0) + 4;
+  const bytes = fileBytes(cfg, pos, nLogits, nMeta);
   if (data.length !== bytes) throw bad(`${data.length} bytes, expected ${bytes} for ${pos} positions`);
   if (dv.getUint32(bytes - 4, true) !== crc32(data.subarray(0, bytes - 4))) throw bad('checksum mismatch (the file is damaged)');
   const history: number[] = [];
