@@ -41,6 +41,22 @@ export function synthVocabulary(vocab: number): { ranks: Uint8Array[]; specials:
       ranks.push(new Uint8Array(Buffer.from(merged, 'latin1')));
     }
   }
+  // The fixed sentence runs out of merges long before a real vocabulary (163,840) is full; the rest
+  // gets filler words, so that every id the model can produce has text and every command runs.
+  const seen = new Set(ranks.map((r) => Buffer.from(r).toString('latin1')));
+  for (let i = 0; ranks.length < vocab - nSpecial; i++) {
+    const word = ` ${fillerWord(i)}`;
+    if (seen.has(word)) continue;
+    seen.add(word);
+    ranks.push(new Uint8Array(Buffer.from(word, 'latin1')));
+  }
   const base = ranks.length;
   return { ranks, specials: SYNTH_SPECIALS.slice(0, nSpecial).map((text, i) => ({ id: base + i, text })) };
+}
+
+/** The i-th word of a fixed list of lower-case letter strings: a, b, …, z, aa, ab, … */
+function fillerWord(i: number): string {
+  let w = '';
+  for (let n = i + 1; n > 0; n = Math.floor((n - 1) / 26)) w = String.fromCharCode(97 + ((n - 1) % 26)) + w;
+  return w;
 }
