@@ -603,6 +603,43 @@ describe('waste serve: the OpenAI-compatible API on the demo model', () => {
     assert.equal(first.body.usage.cache_read_input_tokens + first.body.usage.input_tokens, (await raw(`${url}/count_tokens`, { json: { messages: user('Call me Ishmael.') } })).body.input_tokens);
   });
 
+  it('a conversation or tool declaration too long for the context is a 400 on every route, never a stack overflow', async () => {
+    // ~130k tokens: their ids once overflowed the stack as push(...ids) arguments
+    const long = user('word '.repeat(130_000));
+    const chat = await raw(`${server.url}/v1/chat/completions`, { json: { messages: long } });
+    assert.equal(chat.status, 400, JSON.stringify(chat.body));
+    assert.equal(chat.body.error.code, 'context_length_exceeded');
+    const tokens = Number(/the conversation is (\d+) tokens/.exec(chat.body.error.message)![1]);
+    assert.ok(tokens > 130_000, chat.body.error.message);
+    const stream = await raw(`${server.url}/v1/chat/completions`, { json: { messages: long, stream: true } });
+    assert.equal(stream.status, 400);
+    assert.equal(stream.body.error.code, 'context_length_exceeded');
+    const messages = await raw(`${server.url}/v1/messages`, { json: { max_tokens: 4, messages: long } });
+    assert.equal(messages.status, 400, JSON.stringify(messages.body));
+    assert.equal(messages.body.error.type, 'invalid_request_error');
+    assert.match(messages.body.error.message, new RegExp(`the conversation is ${tokens} tokens and this model's context is \\d+`));
+    // counting is what a client asks before trimming a conversation: the count, however long
+    const count = await raw(`${server.url}/v1/messages/count_tokens`, { json: { messages: long } });
+    assert.equal(count.status, 200, JSON.stringify(count.body));
+    assert.equal(count.body.input_tokens, tokens);
+    // a large tool declaration, offered or required
+    const fn = (parameters: unknown) => [{ type: 'function', function: { name: 'pick', parameters } }];
+    const values = Array.from({ length: 50_000 }, (_, i) => `v${i}`);
+    const names = Array.from({ length: 5_000 }, (_, i) => `p${i}`);
+    const wide = { type: 'object', properties: Object.fromEntries(names.map((n) => [n, { type: 'string' }])), required: names };
+    for (const [what, body] of [
+      ['a 50,000-value enum', { messages: user('x'), tools: fn({ type: 'object', properties: { v: { enum: values } } }) }],
+      ['5,000 required properties, the call required', { messages: user('x'), tools: fn(wide), tool_choice: 'required' }],
+    ] as const) {
+      const r = await raw(`${server.url}/v1/chat/completions`, { json: body });
+      assert.equal(r.status, 400, `${what}: ${JSON.stringify(r.body).slice(0, 300)}`);
+      assert.equal(r.body.error.code, 'context_length_exceeded', what);
+    }
+    const anthropicTool = await raw(`${server.url}/v1/messages/count_tokens`, { json: { messages: user('x'), tools: [{ name: 'pick', input_schema: { type: 'object', properties: { v: { enum: values } } } }] } });
+    assert.equal(anthropicTool.status, 200, JSON.stringify(anthropicTool.body).slice(0, 300));
+    assert.ok(anthropicTool.body.input_tokens > 50_000);
+  });
+
   it('queues concurrent requests fairly and answers each as if alone', async () => {
     const req = (content: string) => client.chat.completions.create({ model: 'demo', messages: user(content), max_tokens: 10, temperature: 0 });
     const alone = [(await req('one')).choices[0].message.content, (await req('two')).choices[0].message.content];
