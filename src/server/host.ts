@@ -5,12 +5,13 @@ import type { TokenConstraint } from '../constrain/constraint.js';
 import type { Model } from '../engine.js';
 import type { FinishReason, GenerateOptions, GeneratedToken, GenerationResult } from '../generate/generate.js';
 import { type ReplyEvent, ReplyParser } from '../generate/reply.js';
+import { type SamplingOptions, Sampler } from '../generate/sampler.js';
 import type { Session } from '../session.js';
 import type { ChatMessage, ToolCall } from '../tokenizer/chat.js';
 import { WasteError } from '../util/errors.js';
 import { relay, yieldToLoop } from '../util/relay.js';
 import { type ToolDecl, turnConstraint } from './constraints.js';
-import { ApiError, badRequest } from './errors.js';
+import { ApiError, badRequest, fromClient } from './errors.js';
 import { FairQueue } from './queue.js';
 
 /** Template variables the server sets itself; a client's chat_template_kwargs may not. */
@@ -181,11 +182,16 @@ export class Host {
     return { ids, reasoningFirst };
   }
 
-  /** A request's sampling options against this model: a 400 now rather than a fault mid-reply. */
-  checkSampling(sampling: { logitBias?: Record<number, number> }): void {
+  /**
+   * A request's sampling options against this model and the library's sampler: a 400 now, before
+   * the queue, rather than a fault mid-reply (the request schemas bound every field already; the
+   * sampler is asked too, so no value it would refuse gets past the edge).
+   */
+  checkSampling(sampling: SamplingOptions): void {
     const vocab = this.model.config.vocab;
     for (const id of Object.keys(sampling.logitBias ?? {}))
       if (Number(id) >= vocab) throw badRequest(`logit_bias: token ${id} is beyond this model's vocabulary of ${vocab}`, 'logit_bias');
+    fromClient(null, () => new Sampler(sampling));
   }
 
   /** Count a conversation's prompt tokens (Anthropic's count_tokens). */
