@@ -726,6 +726,46 @@ describe('waste serve: the OpenAI-compatible API on the demo model', () => {
     assert.equal(ok.status, 200, JSON.stringify(ok.body));
   });
 
+  it('a model fault is a 500 engine_error whatever its message says, streamed or not; the next request is served', async () => {
+    const host = server.host;
+    const tok = host.model.tokenizer() as unknown as { tokenBytes(id: number): Uint8Array };
+    const prompt = host.model.chatFormat().encode(host.model.tokenizer(), user('x'));
+    // an ordinary token the prompt does not hold, and that this "tokenizer" cannot print (as one
+    // too small for its model cannot): the reply is made to begin with it
+    const id = Array.from({ length: 1000 }, (_, i) => 3000 + i).find((t) => !prompt.includes(t))!;
+    const own = tok.tokenBytes;
+    tok.tokenBytes = function (this: unknown, t: number) {
+      if (t === id) throw new WasteError('E_ARG', `token id ${t} is not in the vocabulary of tokenizer.model (0..2999)`);
+      return own.call(this, t);
+    };
+    const body = { messages: user('x'), max_tokens: 3, temperature: 0, logit_bias: { [id]: 100 } };
+    try {
+      const r = await raw(`${server.url}/v1/chat/completions`, { json: body });
+      assert.equal(r.status, 500, JSON.stringify(r.body));
+      assert.equal(r.body.error.type, 'engine_error');
+      assert.match(r.body.error.message, new RegExp(`token id ${id} is not in the vocabulary`));
+      const s = await streamed(`${server.url}/v1/chat/completions`, { ...body, stream: true });
+      assert.equal(s.status, 200);
+      assert.equal(s.error?.type, 'engine_error', s.text);
+    } finally {
+      tok.tokenBytes = own;
+    }
+    // Anthropic's shape: api_error, not invalid_request_error
+    const turn = host.turn;
+    host.turn = async function* () {
+      throw new WasteError('E_ARG', 'token id 14203 is not in the vocabulary (simulated)');
+    } as typeof host.turn;
+    try {
+      const m = await raw(`${server.url}/v1/messages`, { json: { max_tokens: 2, messages: user('x') } });
+      assert.equal(m.status, 500, JSON.stringify(m.body));
+      assert.equal(m.body.error.type, 'api_error');
+    } finally {
+      host.turn = turn;
+    }
+    const again = await client.chat.completions.create({ model: 'demo', messages: user('x'), max_tokens: 2, logit_bias: { [id]: 100 } });
+    assert.ok(again.choices[0].message.content);
+  });
+
   it('queues concurrent requests fairly and answers each as if alone', async () => {
     const req = (content: string) => client.chat.completions.create({ model: 'demo', messages: user(content), max_tokens: 10, temperature: 0 });
     const alone = [(await req('one')).choices[0].message.content, (await req('two')).choices[0].message.content];

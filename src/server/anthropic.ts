@@ -3,10 +3,10 @@ import type { Hono } from 'hono';
 import { streamSSE } from 'hono/streaming';
 import { z } from 'zod';
 import type { ChatMessage } from '../tokenizer/chat.js';
-import { anthropicErrorBody, badRequest } from './errors.js';
+import { anthropicErrorBody, asApiError, badRequest } from './errors.js';
 import type { Host, TurnRequest, TurnResult } from './host.js';
 import { TopK, parseBody, toolDecls } from './openai-request.js';
-import { STALL_MS, type TurnLog, asApiError, holdEngine, queuedTurn, refuseIfBusy, streamAbort, streamTurn, wasteStats, writeOrAbort } from './run-turn.js';
+import { STALL_MS, type TurnLog, holdEngine, queuedTurn, refuseIfBusy, streamAbort, streamTurn, wasteStats, writeOrAbort } from './run-turn.js';
 import type { RouteEnv } from './server.js';
 
 /** Anthropic's Messages API (POST /v1/messages), for clients that speak it. */

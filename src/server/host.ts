@@ -8,7 +8,6 @@ import { type ReplyEvent, ReplyParser } from '../generate/reply.js';
 import { type SamplingOptions, Sampler } from '../generate/sampler.js';
 import type { Session } from '../session.js';
 import type { ChatMessage, ToolCall } from '../tokenizer/chat.js';
-import { WasteError } from '../util/errors.js';
 import { relay, yieldToLoop } from '../util/relay.js';
 import { type ToolDecl, turnConstraint } from './constraints.js';
 import { ApiError, badRequest, fromClient } from './errors.js';
@@ -170,13 +169,8 @@ export class Host {
     if (req.effort !== undefined) vars.reasoning_effort = req.effort;
     const tools = req.toolChoice === 'none' ? [] : req.tools.map((t) => ({ type: 'function', function: { name: t.name, ...(t.description !== undefined ? { description: t.description } : {}), parameters: t.parameters } }));
     if (tools.length && !format.syntax.tools) throw badRequest(`this model's chat format (${format.source}) does not write tool calls, so tools cannot be offered`, 'tools');
-    let ids: number[];
-    try {
-      ids = format.encode(tok, req.messages, { open: true, tools, vars });
-    } catch (e) {
-      if (e instanceof WasteError && (e.code === 'E_UNSUPPORTED' || e.code === 'E_FORMAT')) throw badRequest(e.message, 'messages');
-      throw e;
-    }
+    // the template refusing or mangling this conversation is about the conversation
+    const ids = fromClient('messages', () => format.encode(tok, req.messages, { open: true, tools, vars }), ['E_UNSUPPORTED', 'E_FORMAT']);
     const think = format.syntax.think;
     const reasoningFirst = !!think && tok.decode(ids.slice(-8)).trimEnd().endsWith(think.open);
     return { ids, reasoningFirst };
@@ -217,21 +211,21 @@ export class Host {
     const endTokens = [...this.model.config.eosTokenIds, ...(endId !== undefined ? [endId] : [])];
     const toolsOffered = req.toolChoice !== 'none' && req.tools.length > 0;
     const decls = typeof req.toolChoice === 'object' ? req.tools.filter((t) => t.name === (req.toolChoice as { name: string }).name) : req.tools;
-    let plan: ReturnType<typeof turnConstraint>;
-    try {
-      plan = turnConstraint({
-        vocab: this.vocab(),
-        syntax: format.syntax,
-        endTokens,
-        reasoningFirst,
-        schema: req.schema,
-        reasoningBudget: req.reasoningBudget,
-        tools: toolsOffered ? { decls, required: req.toolChoice === 'required' || typeof req.toolChoice === 'object', parallel: req.parallelToolCalls && typeof req.toolChoice !== 'object' } : undefined,
-      });
-    } catch (e) {
-      if (e instanceof WasteError && e.code === 'E_ARG') throw badRequest(`the schema cannot be enforced: ${e.message}`, req.schema !== undefined ? 'response_format' : 'tools');
-      throw e;
-    }
+    const plan = fromClient(
+      req.schema !== undefined ? 'response_format' : 'tools',
+      () =>
+        turnConstraint({
+          vocab: this.vocab(),
+          syntax: format.syntax,
+          endTokens,
+          reasoningFirst,
+          schema: req.schema,
+          reasoningBudget: req.reasoningBudget,
+          tools: toolsOffered ? { decls, required: req.toolChoice === 'required' || typeof req.toolChoice === 'object', parallel: req.parallelToolCalls && typeof req.toolChoice !== 'object' } : undefined,
+        }),
+      ['E_ARG'],
+      'the schema cannot be enforced: ',
+    );
     const forcedIds = plan.forced ? tok.encode(plan.forced, { markup: true }) : [];
     const all = [...ids, ...forcedIds];
     if (all.length + 1 > limit) throw tooLong(all.length);

@@ -6,13 +6,12 @@ import { serve } from '@hono/node-server';
 import { Hono } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import { type OpenOptions, Model } from '../engine.js';
-import { ApiError, anthropicErrorBody, badRequest, openaiErrorBody } from './errors.js';
+import { ApiError, anthropicErrorBody, asApiError, badRequest, openaiErrorBody } from './errors.js';
 import { Host } from './host.js';
 import { anthropicRoutes } from './anthropic.js';
 import { completionRoutes } from './completions.js';
 import { openaiRoutes } from './openai.js';
 import type { TurnLog } from './run-turn.js';
-import { asApiError } from './run-turn.js';
 import { webRoutes } from './web.js';
 
 export interface ServerOptions {
