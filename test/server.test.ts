@@ -53,6 +53,21 @@ async function raw(url: string, init: RequestInit & { json?: unknown } = {}): Pr
   return { status: r.status, headers: r.headers, body };
 }
 
+/** A GET with the Host header a browser would send for `host` (fetch does not let a page set it). */
+function getAs(url: string, host: string): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const u = new URL(url);
+    const req = http.request({ host: u.hostname, port: u.port, path: u.pathname, headers: { host } }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (d) => (body += d));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
 /** A streamed request read to its end: the status, and the error event if the stream carried one. */
 async function streamed(url: string, json: unknown): Promise<{ status: number; text: string; error: any }> {
   const r = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(json) });
@@ -764,6 +779,21 @@ describe('waste serve: the OpenAI-compatible API on the demo model', () => {
     }
     const again = await client.chat.completions.create({ model: 'demo', messages: user('x'), max_tokens: 2, logit_bias: { [id]: 100 } });
     assert.ok(again.choices[0].message.content);
+  });
+
+  it('answers only to this machine\'s names on every route, /health and the page included (DNS rebinding)', async () => {
+    const port = new URL(server.url).port;
+    for (const route of ['/health', '/', '/app.js', '/style.css', '/favicon.ico', '/v1/models', '/nothing']) {
+      const r = await getAs(`${server.url}${route}`, 'attacker.example');
+      assert.equal(r.status, 403, `${route}: ${r.body.slice(0, 200)}`);
+      assert.equal(JSON.parse(r.body).error.code, 'bad_host', route);
+      assert.doesNotMatch(r.body, /demo|budget/, route);
+    }
+    for (const name of [`127.0.0.1:${port}`, `localhost:${port}`, 'localhost']) {
+      const r = await getAs(`${server.url}/health`, name);
+      assert.equal(r.status, 200, `${name}: ${r.body}`);
+      assert.equal(JSON.parse(r.body).model, 'demo');
+    }
   });
 
   it('queues concurrent requests fairly and answers each as if alone', async () => {
