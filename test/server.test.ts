@@ -53,6 +53,29 @@ async function raw(url: string, init: RequestInit & { json?: unknown } = {}): Pr
   return { status: r.status, headers: r.headers, body };
 }
 
+/** A GET with the Host header a browser would send for `host` (fetch does not let a page set it). */
+function getAs(url: string, host: string): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const u = new URL(url);
+    const req = http.request({ host: u.hostname, port: u.port, path: u.pathname, headers: { host } }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (d) => (body += d));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+/** A streamed request read to its end: the status, and the error event if the stream carried one. */
+async function streamed(url: string, json: unknown): Promise<{ status: number; text: string; error: any }> {
+  const r = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(json) });
+  const text = await r.text();
+  const events = [...text.matchAll(/^data: (.*)$/gm)].map((m) => m[1]).filter((d) => d !== '[DONE]').map((d) => JSON.parse(d));
+  return { status: r.status, text, error: r.ok ? events.find((e) => e.error || e.type === 'error')?.error : JSON.parse(text) };
+}
+
 describe('waste serve: the OpenAI-compatible API on the demo model', () => {
   let server: RunningServer;
   let client: OpenAI;
@@ -601,6 +624,176 @@ describe('waste serve: the OpenAI-compatible API on the demo model', () => {
     assert.ok(start.cache_read_input_tokens >= first.body.usage.input_tokens, JSON.stringify(start));
     assert.equal(start.input_tokens + start.cache_read_input_tokens, whole);
     assert.equal(first.body.usage.cache_read_input_tokens + first.body.usage.input_tokens, (await raw(`${url}/count_tokens`, { json: { messages: user('Call me Ishmael.') } })).body.input_tokens);
+  });
+
+  it('a conversation or tool declaration too long for the context is a 400 on every route, never a stack overflow', async () => {
+    // ~130k tokens: their ids once overflowed the stack as push(...ids) arguments
+    const long = user('word '.repeat(130_000));
+    const chat = await raw(`${server.url}/v1/chat/completions`, { json: { messages: long } });
+    assert.equal(chat.status, 400, JSON.stringify(chat.body));
+    assert.equal(chat.body.error.code, 'context_length_exceeded');
+    const tokens = Number(/the conversation is (\d+) tokens/.exec(chat.body.error.message)![1]);
+    assert.ok(tokens > 130_000, chat.body.error.message);
+    const stream = await raw(`${server.url}/v1/chat/completions`, { json: { messages: long, stream: true } });
+    assert.equal(stream.status, 400);
+    assert.equal(stream.body.error.code, 'context_length_exceeded');
+    const messages = await raw(`${server.url}/v1/messages`, { json: { max_tokens: 4, messages: long } });
+    assert.equal(messages.status, 400, JSON.stringify(messages.body));
+    assert.equal(messages.body.error.type, 'invalid_request_error');
+    assert.match(messages.body.error.message, new RegExp(`the conversation is ${tokens} tokens and this model's context is \\d+`));
+    // counting is what a client asks before trimming a conversation: the count, however long
+    const count = await raw(`${server.url}/v1/messages/count_tokens`, { json: { messages: long } });
+    assert.equal(count.status, 200, JSON.stringify(count.body));
+    assert.equal(count.body.input_tokens, tokens);
+    // a large tool declaration, offered or required
+    const fn = (parameters: unknown) => [{ type: 'function', function: { name: 'pick', parameters } }];
+    const values = Array.from({ length: 50_000 }, (_, i) => `v${i}`);
+    const names = Array.from({ length: 5_000 }, (_, i) => `p${i}`);
+    const wide = { type: 'object', properties: Object.fromEntries(names.map((n) => [n, { type: 'string' }])), required: names };
+    for (const [what, body] of [
+      ['a 50,000-value enum', { messages: user('x'), tools: fn({ type: 'object', properties: { v: { enum: values } } }) }],
+      ['5,000 required properties, the call required', { messages: user('x'), tools: fn(wide), tool_choice: 'required' }],
+    ] as const) {
+      const r = await raw(`${server.url}/v1/chat/completions`, { json: body });
+      assert.equal(r.status, 400, `${what}: ${JSON.stringify(r.body).slice(0, 300)}`);
+      assert.equal(r.body.error.code, 'context_length_exceeded', what);
+    }
+    const anthropicTool = await raw(`${server.url}/v1/messages/count_tokens`, { json: { messages: user('x'), tools: [{ name: 'pick', input_schema: { type: 'object', properties: { v: { enum: values } } } }] } });
+    assert.equal(anthropicTool.status, 200, JSON.stringify(anthropicTool.body).slice(0, 300));
+    assert.ok(anthropicTool.body.input_tokens > 50_000);
+  });
+
+  it('bounds every sampling number at the edge: what the sampler would refuse is a 400 before any stream starts', async () => {
+    const chat = `${server.url}/v1/chat/completions`;
+    const legacy = `${server.url}/v1/completions`;
+    const messages = `${server.url}/v1/messages`;
+    const base = { messages: user('x'), max_tokens: 1, stream: true };
+    const lbase = { prompt: 'It was', max_tokens: 1, stream: true };
+    const abase = { messages: user('x'), max_tokens: 1, stream: true };
+    // [endpoint, body, the field named]: each just past a bound
+    const beyond: [string, Record<string, unknown>, string][] = [
+      [chat, { ...base, top_k: 2 ** 31 + 1 }, 'top_k'],
+      [chat, { ...base, seed: -1 }, 'seed'],
+      [chat, { ...base, seed: 2 ** 32 }, 'seed'],
+      [chat, { ...base, temperature: 2.01 }, 'temperature'],
+      [chat, { ...base, top_p: 0 }, 'top_p'],
+      [chat, { ...base, min_p: 1.01 }, 'min_p'],
+      [chat, { ...base, presence_penalty: -2.01 }, 'presence_penalty'],
+      [chat, { ...base, frequency_penalty: 2.01 }, 'frequency_penalty'],
+      [chat, { ...base, repetition_penalty: 0.009 }, 'repetition_penalty'],
+      [chat, { ...base, logit_bias: { 5: -100.5 } }, 'logit_bias'],
+      [chat, { ...base, n: 17 }, 'n'],
+      [chat, { ...base, logprobs: true, top_logprobs: 21 }, 'top_logprobs'],
+      [chat, { ...base, max_tokens: 0 }, 'max_tokens'],
+      [chat, { ...base, max_completion_tokens: 2 ** 53 }, 'max_completion_tokens'],
+      [chat, { ...base, thinking_budget_tokens: -1 }, 'thinking_budget_tokens'],
+      [legacy, { ...lbase, top_k: 2 ** 31 + 1 }, 'top_k'],
+      [legacy, { ...lbase, seed: 2 ** 32 }, 'seed'],
+      [legacy, { ...lbase, logprobs: 21 }, 'logprobs'],
+      [messages, { ...abase, top_k: 2 ** 31 + 1 }, 'top_k'],
+      [messages, { ...abase, temperature: 1.01 }, 'temperature'],
+      [messages, { ...abase, thinking: { type: 'enabled', budget_tokens: 0 } }, 'thinking'],
+    ];
+    for (const [url, body, field] of beyond) {
+      const r = await streamed(url, body);
+      const what = `${new URL(url).pathname} ${JSON.stringify(body)}`;
+      assert.equal(r.status, 400, `${what}: ${r.text.slice(0, 300)}`);
+      assert.match(r.error.error?.message ?? r.error.message, new RegExp(field), what);
+    }
+    // and every bound itself is served to the end, without an error event
+    const at: [string, Record<string, unknown>][] = [
+      [chat, { ...base, top_k: 2 ** 31, temperature: 2, top_p: 1, min_p: 1, seed: 2 ** 32 - 1 }],
+      [chat, { ...base, seed: 0, temperature: 1, presence_penalty: -2, frequency_penalty: 2, repetition_penalty: 0.01, logit_bias: { 5: -100, 6: 100 } }],
+      [chat, { ...base, presence_penalty: 2, frequency_penalty: -2, repetition_penalty: 100, logprobs: true, top_logprobs: 20, n: 16 }],
+      [chat, { ...base, max_tokens: 2 ** 53 - 1, thinking: true, thinking_budget_tokens: 2 ** 53 - 1 }],
+      [legacy, { ...lbase, top_k: 2 ** 31, seed: 2 ** 32 - 1, temperature: 2, logprobs: 20 }],
+      [messages, { ...abase, top_k: 2 ** 31, temperature: 1, top_p: 1 }],
+    ];
+    for (const [url, body] of at) {
+      const r = await streamed(url, body);
+      const what = `${new URL(url).pathname} ${JSON.stringify(body)}`;
+      assert.equal(r.status, 200, `${what}: ${r.text.slice(0, 300)}`);
+      assert.equal(r.error, undefined, `${what}: ${r.text.slice(-300)}`);
+    }
+  });
+
+  it('refuses a tool schema no document satisfies whatever tool_choice says, and a response format too', async () => {
+    const url = `${server.url}/v1/chat/completions`;
+    const NEVER = { type: 'function', function: { name: 'never', parameters: { type: 'object', properties: { a: { type: 'string', minLength: 3, maxLength: 1 } }, required: ['a'] } } };
+    // none: the tools are not offered, but a request's declarations are checked all the same
+    for (const tool_choice of [undefined, 'auto', 'none', 'required', { type: 'function', function: { name: 'never' } }, { type: 'function', function: { name: 'get_weather' } }]) {
+      const r = await raw(url, { json: { messages: user('x'), max_tokens: 2, tools: [WEATHER, NEVER], ...(tool_choice ? { tool_choice } : {}) } });
+      assert.equal(r.status, 400, `tool_choice ${JSON.stringify(tool_choice)}: ${JSON.stringify(r.body)}`);
+      assert.equal(r.body.error.param, 'tools[1].function.parameters');
+      assert.match(r.body.error.message, /no JSON document satisfies/);
+    }
+    for (const type of ['auto', 'none', 'any']) {
+      const r = await raw(`${server.url}/v1/messages`, { json: { messages: user('x'), max_tokens: 2, tools: [{ name: 'never', input_schema: NEVER.function.parameters }], tool_choice: { type } } });
+      assert.equal(r.status, 400, `${type}: ${JSON.stringify(r.body)}`);
+      assert.match(r.body.error.message, /^tools\[0\]\.input_schema: no JSON document satisfies/);
+    }
+    // a reply that reasons first reaches its schema only after the reasoning: checked now all the same
+    const answer = await raw(url, { json: { messages: user('x'), max_tokens: 2, thinking: true, response_format: { type: 'json_schema', json_schema: { name: 'n', schema: NEVER.function.parameters } } } });
+    assert.equal(answer.status, 400, JSON.stringify(answer.body));
+    assert.match(answer.body.error.message, /response_format.*no JSON document satisfies/);
+    // the same tools without the impossible one are served
+    const ok = await raw(url, { json: { messages: user('x'), max_tokens: 2, tools: [WEATHER], tool_choice: 'none' } });
+    assert.equal(ok.status, 200, JSON.stringify(ok.body));
+  });
+
+  it('a model fault is a 500 engine_error whatever its message says, streamed or not; the next request is served', async () => {
+    const host = server.host;
+    const tok = host.model.tokenizer() as unknown as { tokenBytes(id: number): Uint8Array };
+    const prompt = host.model.chatFormat().encode(host.model.tokenizer(), user('x'));
+    // an ordinary token the prompt does not hold, and that this "tokenizer" cannot print (as one
+    // too small for its model cannot): the reply is made to begin with it
+    const id = Array.from({ length: 1000 }, (_, i) => 3000 + i).find((t) => !prompt.includes(t))!;
+    const own = tok.tokenBytes;
+    tok.tokenBytes = function (this: unknown, t: number) {
+      if (t === id) throw new WasteError('E_ARG', `token id ${t} is not in the vocabulary of tokenizer.model (0..2999)`);
+      return own.call(this, t);
+    };
+    const body = { messages: user('x'), max_tokens: 3, temperature: 0, logit_bias: { [id]: 100 } };
+    try {
+      const r = await raw(`${server.url}/v1/chat/completions`, { json: body });
+      assert.equal(r.status, 500, JSON.stringify(r.body));
+      assert.equal(r.body.error.type, 'engine_error');
+      assert.match(r.body.error.message, new RegExp(`token id ${id} is not in the vocabulary`));
+      const s = await streamed(`${server.url}/v1/chat/completions`, { ...body, stream: true });
+      assert.equal(s.status, 200);
+      assert.equal(s.error?.type, 'engine_error', s.text);
+    } finally {
+      tok.tokenBytes = own;
+    }
+    // Anthropic's shape: api_error, not invalid_request_error
+    const turn = host.turn;
+    host.turn = async function* () {
+      throw new WasteError('E_ARG', 'token id 14203 is not in the vocabulary (simulated)');
+    } as typeof host.turn;
+    try {
+      const m = await raw(`${server.url}/v1/messages`, { json: { max_tokens: 2, messages: user('x') } });
+      assert.equal(m.status, 500, JSON.stringify(m.body));
+      assert.equal(m.body.error.type, 'api_error');
+    } finally {
+      host.turn = turn;
+    }
+    const again = await client.chat.completions.create({ model: 'demo', messages: user('x'), max_tokens: 2, logit_bias: { [id]: 100 } });
+    assert.ok(again.choices[0].message.content);
+  });
+
+  it('answers only to this machine\'s names on every route, /health and the page included (DNS rebinding)', async () => {
+    const port = new URL(server.url).port;
+    for (const route of ['/health', '/', '/app.js', '/style.css', '/favicon.ico', '/v1/models', '/nothing']) {
+      const r = await getAs(`${server.url}${route}`, 'attacker.example');
+      assert.equal(r.status, 403, `${route}: ${r.body.slice(0, 200)}`);
+      assert.equal(JSON.parse(r.body).error.code, 'bad_host', route);
+      assert.doesNotMatch(r.body, /demo|budget/, route);
+    }
+    for (const name of [`127.0.0.1:${port}`, `localhost:${port}`, 'localhost']) {
+      const r = await getAs(`${server.url}/health`, name);
+      assert.equal(r.status, 200, `${name}: ${r.body}`);
+      assert.equal(JSON.parse(r.body).model, 'demo');
+    }
   });
 
   it('queues concurrent requests fairly and answers each as if alone', async () => {

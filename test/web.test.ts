@@ -24,6 +24,9 @@ const config = (JSON.parse(fs.readFileSync(path.join(demo, 'manifest.json'), 'ut
 /** Each token runs num_experts_per_token experts in every layer after the dense ones. */
 const expertsPerToken = config.num_experts_per_token * (config.num_hidden_layers - config.first_k_dense_replace);
 
+/** The end of an assistant turn: a reply whose first token it is says nothing. */
+const END = (JSON.parse(fs.readFileSync(path.join(demo, 'specials.json'), 'utf8')) as { id: number; text: string }[]).find((s) => s.text === '<|im_end|>')!.id;
+
 const executablePath = findChromium();
 const skip = executablePath
   ? false
@@ -155,6 +158,39 @@ describe('web chat page', () => {
     const origin = new URL(base).origin;
     const foreign = urls.filter((u) => new URL(u).origin !== origin);
     assert.deepEqual(foreign, [], 'the page must load nothing from elsewhere');
+    await page.close();
+  });
+
+  it('an empty reply stays, says it was empty, and is part of the conversation', { skip }, async () => {
+    const { page, bodies, errors } = await openPage(browser!, base);
+    // the model's first token is made the end of its turn: it answers with nothing
+    await page.route('**/v1/chat/completions', (route) => route.continue({ postData: JSON.stringify({ ...route.request().postDataJSON(), logit_bias: { [END]: 100 } }) }));
+    await page.fill('#input', 'Say nothing.');
+    const sent = page.waitForRequest('**/v1/chat/completions');
+    await page.click('#send');
+    await sent;
+    await idle(page);
+    assert.equal(bodies.length, 1);
+    assert.deepEqual(await messageClasses(page), ['msg user', 'msg assistant empty']);
+    assert.equal(await replyText(page), '');
+    assert.equal(await page.textContent('#messages .msg.assistant .note'), '(empty reply)');
+    assert.equal(await page.textContent('#error'), '');
+    assert.equal(await page.inputValue('#input'), '', 'the turn was not handed back for editing');
+
+    // the next turn carries the empty reply
+    await page.unroute('**/v1/chat/completions');
+    await page.click('#settings summary');
+    await page.fill('#max-tokens', '4');
+    await page.fill('#input', 'Go on.');
+    await page.click('#send');
+    await messageCount(page, 4);
+    await idle(page);
+    assert.deepEqual(bodies[1].messages, [
+      { role: 'user', content: 'Say nothing.' },
+      { role: 'assistant', content: '' },
+      { role: 'user', content: 'Go on.' },
+    ]);
+    assert.deepEqual(errors, []);
     await page.close();
   });
 

@@ -176,6 +176,15 @@ function appendThinking(b: Bubble, text: string): void {
   b.thinking.lastElementChild!.append(text);
 }
 
+/** A muted note under a reply that finished without any text, so the turn does not look lost. */
+function showEmpty(b: Bubble): void {
+  const note = document.createElement('div');
+  note.className = 'note';
+  note.textContent = '(empty reply)';
+  b.root.append(note);
+  b.root.classList.add('empty');
+}
+
 function scrollDown(): void {
   const m = ui.messages;
   if (m.scrollHeight - m.scrollTop - m.clientHeight < 120) m.scrollTop = m.scrollHeight;
@@ -301,7 +310,11 @@ async function send(text: string): Promise<void> {
     setBusy(false);
   }
 
-  if (reply || bubble.thinking) {
+  // A reply that finished (a finish_reason came) with no text is the model's answer, not a failure:
+  // it stays, and says so, rather than vanishing as a failed turn does.
+  const finished = finish !== null;
+  if (finished && !reply) showEmpty(bubble);
+  if (reply || bubble.thinking || finished) {
     conversation.push({ role: 'assistant', content: reply });
   } else {
     // Nothing came back: take the turn back so it can be edited and sent again.

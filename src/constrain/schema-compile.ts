@@ -148,7 +148,8 @@ class Compiler {
       b.prefixItems = o.prefixItems.map((v, i) => sub(v, `prefixItems/${i}`));
       b.own = true;
     }
-    if (Array.isArray(o.allOf)) b.allOf.push(...o.allOf.map((v, i) => sub(v, `allOf/${i}`)));
+    // one at a time: push(...list) would pass a schema's whole allOf as arguments, on the stack
+    if (Array.isArray(o.allOf)) o.allOf.forEach((v, i) => b.allOf.push(sub(v, `allOf/${i}`)));
     if (typeof o.$ref === 'string') b.allOf.push(this.parse(resolveRef(this.root, o.$ref, `${at}/$ref`), o.$ref));
     for (const k of ['anyOf', 'oneOf'] as const) {
       const list = o[k];
@@ -171,32 +172,51 @@ class Compiler {
     return n;
   }
 
-  /** The conjunction multiplied out: each result is a set of schemas whose own keywords must all hold. */
+  /**
+   * The conjunction multiplied out: each result is a set of schemas whose own keywords must all
+   * hold, in the order of a depth-first walk that takes a schema's allOf, then its anyOf choices,
+   * then what follows it. The walk keeps its own stack of choices left to try and a schema's parts
+   * are taken one at a time: recursing once per part overflowed the call stack on a long allOf, and
+   * copying what is left at every step made it quadratic.
+   */
   private expand(bases: Base[]): Base[][] {
     const out: Base[][] = [];
-    const go = (pending: (Base | Base[])[], term: Base[], seen: Set<number>): void => {
-      if (out.length > MAX_ALTERNATIVES) throw new WasteError('E_ARG', `JSON Schema too complex to enforce while sampling (over ${MAX_ALTERNATIVES} alternatives in one place)`);
-      if (pending.length === 0) {
-        out.push(term);
-        return;
+    const tooMany = () => new WasteError('E_ARG', `JSON Schema too complex to enforce while sampling (over ${MAX_ALTERNATIVES} alternatives in one place)`);
+    // `pending` is what is left to take, the next last; a branch is a choice's options still to try
+    type Walk = { pending: (Base | Base[])[]; term: Base[]; seen: Set<number> };
+    const branches: { walk: Walk; options: Base[]; next: number }[] = [];
+    let walk: Walk | undefined = { pending: [...bases].reverse(), term: [], seen: new Set() };
+    for (;;) {
+      if (!walk) {
+        const b = branches[branches.length - 1];
+        if (!b) return out;
+        const option = b.options[b.next++];
+        if (b.next === b.options.length) branches.pop();
+        walk = { pending: [...b.walk.pending, option], term: [...b.walk.term], seen: new Set(b.walk.seen) };
       }
-      const [first, ...rest] = pending;
-      if (Array.isArray(first)) {
-        for (const choice of first) go([choice, ...rest], term, seen);
-        return;
+      if (out.length > MAX_ALTERNATIVES) throw tooMany();
+      const first = walk.pending.pop();
+      if (first === undefined) {
+        out.push(walk.term);
+        walk = undefined;
+      } else if (Array.isArray(first)) {
+        if (first.length) branches.push({ walk, options: first, next: 0 });
+        walk = undefined;
+      } else if (first.bool === false && !walk.seen.has(first.id)) {
+        walk = undefined;
+      } else if (!walk.seen.has(first.id) && first.bool !== true) {
+        walk.seen.add(first.id);
+        if (first.own) walk.term.push(first);
+        for (let i = first.anyOf.length - 1; i >= 0; i--) walk.pending.push(first.anyOf[i]);
+        for (let i = first.allOf.length - 1; i >= 0; i--) walk.pending.push(first.allOf[i]);
       }
-      if (seen.has(first.id) || first.bool === true) return go(rest, term, seen);
-      if (first.bool === false) return;
-      const seen2 = new Set(seen).add(first.id);
-      go([...first.allOf, ...first.anyOf, ...rest], first.own ? [...term, first] : term, seen2);
-    };
-    go(bases, [], new Set());
-    return out;
+    }
   }
 
   private merge(term: Base[]): Alternative {
-    const max = (k: 'minLength' | 'minItems') => Math.max(0, ...term.map((b) => b[k] ?? 0));
-    const min = (k: 'maxLength' | 'maxItems') => Math.min(Infinity, ...term.map((b) => b[k] ?? Infinity));
+    // loops, not Math.max(...list): a conjunction can hold more schemas than a call takes arguments
+    const max = (k: 'minLength' | 'minItems') => term.reduce((m, b) => Math.max(m, b[k] ?? 0), 0);
+    const min = (k: 'maxLength' | 'maxItems') => term.reduce((m, b) => Math.min(m, b[k] ?? Infinity), Infinity);
     let values: unknown[] | undefined;
     for (const b of term) if (b.values) values = values ? values.filter((v) => b.values!.some((w) => jsonEqual(v, w))) : b.values;
     const types = term.reduce((m, b) => m & (b.types ?? T_ANY), T_ANY);
@@ -217,7 +237,7 @@ class Compiler {
     };
     // subschemas of types this alternative cannot take are not compiled at all
     if (types & T_ARRAY) {
-      const prefixLength = Math.max(0, ...term.map((b) => b.prefixItems?.length ?? 0));
+      const prefixLength = term.reduce((m, b) => Math.max(m, b.prefixItems?.length ?? 0), 0);
       for (let i = 0; i < prefixLength; i++) alt.prefix.push(this.node(term.map((b) => (b.prefixItems && i < b.prefixItems.length ? b.prefixItems[i] : (b.items ?? this.TRUE)))));
       alt.items = this.node(term.map((b) => b.items ?? this.TRUE));
     }

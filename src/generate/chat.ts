@@ -86,7 +86,9 @@ export class Chat {
     this.session.load(file, (data) => {
       messages = chatMessages(data, file);
     });
-    this.messages.splice(0, this.messages.length, ...messages);
+    // one at a time: splice(0, n, ...messages) passes a saved file's every message as an argument
+    this.messages.length = 0;
+    for (const m of messages) this.messages.push(m);
     this.last = undefined;
   }
 }

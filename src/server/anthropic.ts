@@ -3,10 +3,10 @@ import type { Hono } from 'hono';
 import { streamSSE } from 'hono/streaming';
 import { z } from 'zod';
 import type { ChatMessage } from '../tokenizer/chat.js';
-import { anthropicErrorBody, badRequest } from './errors.js';
+import { anthropicErrorBody, asApiError, badRequest } from './errors.js';
 import type { Host, TurnRequest, TurnResult } from './host.js';
-import { parseBody, toolDecls } from './openai-request.js';
-import { STALL_MS, type TurnLog, asApiError, holdEngine, queuedTurn, refuseIfBusy, streamAbort, streamTurn, wasteStats, writeOrAbort } from './run-turn.js';
+import { TopK, parseBody, toolDecls } from './openai-request.js';
+import { STALL_MS, type TurnLog, holdEngine, queuedTurn, refuseIfBusy, streamAbort, streamTurn, wasteStats, writeOrAbort } from './run-turn.js';
 import type { RouteEnv } from './server.js';
 
 /** Anthropic's Messages API (POST /v1/messages), for clients that speak it. */
@@ -27,7 +27,7 @@ const MessagesBody = z.object({
   stream: z.boolean().optional(),
   temperature: z.number().min(0).max(1).optional(),
   top_p: z.number().gt(0).max(1).optional(),
-  top_k: z.number().int().min(0).optional(),
+  top_k: TopK.optional(),
   tools: z
     .array(z.object({ name: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'a tool name is 1 to 64 letters, digits, _ or -'), description: z.string().optional(), input_schema: z.record(z.string(), z.unknown()) }).loose())
     .max(128)
@@ -70,7 +70,10 @@ function messagesTurn(b: MessagesBody): TurnRequest {
     }
     messages.push({ role: 'assistant', content, ...(calls.length ? { toolCalls: calls } : {}), ...(reasoning ? { reasoning } : {}) });
   });
-  const tools = toolDecls((b.tools ?? []).map((t) => ({ type: 'function' as const, function: { name: t.name, description: t.description, parameters: t.input_schema } })));
+  const tools = toolDecls(
+    (b.tools ?? []).map((t) => ({ type: 'function' as const, function: { name: t.name, description: t.description, parameters: t.input_schema } })),
+    (i) => `tools[${i}].input_schema`,
+  );
   const tc = b.tool_choice;
   let toolChoice: TurnRequest['toolChoice'] = tools.length ? 'auto' : 'none';
   if (tc?.type === 'none') toolChoice = 'none';

@@ -131,7 +131,6 @@ export async function* runCompletion(host: Host, prep: PreparedCompletion, signa
       result = yield* relay(gen, async function* (step: GeneratedToken): AsyncGenerator<CompletionEvent> {
         if (tokens && step.token >= 0 && !eos.has(step.token)) held.push({ token: step.token, logprob: step.logprob, top: step.top ?? [], offset: 0 });
         if (step.text) yield* release(step.text);
-        await yieldToLoop();
       });
       // tokens whose text a stop string cut never show, and are not listed
       if (result.stopString === undefined) yield* release('');

@@ -202,7 +202,13 @@ export function turnConstraint(p: ConstraintPlan): { constraint?: TokenConstrain
 }
 
 function planConstraint(p: ConstraintPlan): { constraint?: TokenConstraint; forced: string } {
-  const now = (g: Grammar) => () => grammarConstraint(p.vocab, g, p.endTokens);
+  // every grammar is compiled now, when the turn is planned, even one a reply may never reach (the
+  // calls after a section marker under "auto", the answer after the reasoning): a schema that
+  // cannot be enforced is the request's 400, not a fault in the middle of a reply
+  const now = (g: Grammar) => {
+    const c = grammarConstraint(p.vocab, g, p.endTokens);
+    return () => c;
+  };
   const afterReasoning = (make: () => TokenConstraint) => (p.reasoningFirst && p.syntax.think ? new AfterText(p.vocab, p.syntax.think.close, make) : make());
   const style = p.syntax.tools;
   if (p.tools && style) {
@@ -212,8 +218,9 @@ function planConstraint(p: ConstraintPlan): { constraint?: TokenConstraint; forc
       return { constraint: now(grammar)(), forced };
     }
     const { trigger, grammar } = toolSectionRest(style, p.tools.decls, p.tools.parallel);
+    const calls = now(grammar);
     // a section marker written while reasoning is reasoning; calls are watched for after it
-    return { constraint: afterReasoning(() => new AfterText(p.vocab, trigger, now(grammar))), forced: '' };
+    return { constraint: afterReasoning(() => new AfterText(p.vocab, trigger, calls)), forced: '' };
   }
   if (p.schema !== undefined) return { constraint: afterReasoning(now(json(p.schema))), forced: '' };
   return { forced: '' };

@@ -5,13 +5,12 @@ import type { TokenConstraint } from '../constrain/constraint.js';
 import type { Model } from '../engine.js';
 import type { FinishReason, GenerateOptions, GeneratedToken, GenerationResult } from '../generate/generate.js';
 import { type ReplyEvent, ReplyParser } from '../generate/reply.js';
+import { type SamplingOptions, Sampler } from '../generate/sampler.js';
 import type { Session } from '../session.js';
 import type { ChatMessage, ToolCall } from '../tokenizer/chat.js';
-import { WasteError } from '../util/errors.js';
 import { relay } from '../util/relay.js';
-import { yieldToLoop } from '../util/yield-to-loop.js';
 import { type ToolDecl, turnConstraint } from './constraints.js';
-import { ApiError, badRequest } from './errors.js';
+import { ApiError, badRequest, fromClient } from './errors.js';
 import { FairQueue } from './queue.js';
 
 /** Template variables the server sets itself; a client's chat_template_kwargs may not. */
@@ -170,23 +169,23 @@ export class Host {
     if (req.effort !== undefined) vars.reasoning_effort = req.effort;
     const tools = req.toolChoice === 'none' ? [] : req.tools.map((t) => ({ type: 'function', function: { name: t.name, ...(t.description !== undefined ? { description: t.description } : {}), parameters: t.parameters } }));
     if (tools.length && !format.syntax.tools) throw badRequest(`this model's chat format (${format.source}) does not write tool calls, so tools cannot be offered`, 'tools');
-    let ids: number[];
-    try {
-      ids = format.encode(tok, req.messages, { open: true, tools, vars });
-    } catch (e) {
-      if (e instanceof WasteError && (e.code === 'E_UNSUPPORTED' || e.code === 'E_FORMAT')) throw badRequest(e.message, 'messages');
-      throw e;
-    }
+    // the template refusing or mangling this conversation is about the conversation
+    const ids = fromClient('messages', () => format.encode(tok, req.messages, { open: true, tools, vars }), ['E_UNSUPPORTED', 'E_FORMAT']);
     const think = format.syntax.think;
     const reasoningFirst = !!think && tok.decode(ids.slice(-8)).trimEnd().endsWith(think.open);
     return { ids, reasoningFirst };
   }
 
-  /** A request's sampling options against this model: a 400 now rather than a fault mid-reply. */
-  checkSampling(sampling: { logitBias?: Record<number, number> }): void {
+  /**
+   * A request's sampling options against this model and the library's sampler: a 400 now, before
+   * the queue, rather than a fault mid-reply (the request schemas bound every field already; the
+   * sampler is asked too, so no value it would refuse gets past the edge).
+   */
+  checkSampling(sampling: SamplingOptions): void {
     const vocab = this.model.config.vocab;
     for (const id of Object.keys(sampling.logitBias ?? {}))
       if (Number(id) >= vocab) throw badRequest(`logit_bias: token ${id} is beyond this model's vocabulary of ${vocab}`, 'logit_bias');
+    fromClient(null, () => new Sampler(sampling));
   }
 
   /** Count a conversation's prompt tokens (Anthropic's count_tokens). */
@@ -201,32 +200,35 @@ export class Host {
   prepare(req: TurnRequest): PreparedTurn {
     this.checkSampling(req.sampling);
     const { ids, reasoningFirst } = this.prompt(req);
+    const limit = this.contextLength;
+    const tooLong = (n: number) =>
+      new ApiError(400, `the conversation is ${n} tokens and this model's context is ${limit} (with room for at least one token of reply)`, 'invalid_request_error', 'context_length_exceeded', 'messages');
+    // before any grammar is compiled: a conversation that cannot run costs no more than its tokenizing
+    if (ids.length + 1 > limit) throw tooLong(ids.length);
     const format = this.model.chatFormat();
     const tok = this.model.tokenizer();
     const endId = tok.specialId(format.assistantEnd);
     const endTokens = [...this.model.config.eosTokenIds, ...(endId !== undefined ? [endId] : [])];
     const toolsOffered = req.toolChoice !== 'none' && req.tools.length > 0;
     const decls = typeof req.toolChoice === 'object' ? req.tools.filter((t) => t.name === (req.toolChoice as { name: string }).name) : req.tools;
-    let plan: ReturnType<typeof turnConstraint>;
-    try {
-      plan = turnConstraint({
-        vocab: this.vocab(),
-        syntax: format.syntax,
-        endTokens,
-        reasoningFirst,
-        schema: req.schema,
-        reasoningBudget: req.reasoningBudget,
-        tools: toolsOffered ? { decls, required: req.toolChoice === 'required' || typeof req.toolChoice === 'object', parallel: req.parallelToolCalls && typeof req.toolChoice !== 'object' } : undefined,
-      });
-    } catch (e) {
-      if (e instanceof WasteError && e.code === 'E_ARG') throw badRequest(`the schema cannot be enforced: ${e.message}`, req.schema !== undefined ? 'response_format' : 'tools');
-      throw e;
-    }
+    const plan = fromClient(
+      req.schema !== undefined ? 'response_format' : 'tools',
+      () =>
+        turnConstraint({
+          vocab: this.vocab(),
+          syntax: format.syntax,
+          endTokens,
+          reasoningFirst,
+          schema: req.schema,
+          reasoningBudget: req.reasoningBudget,
+          tools: toolsOffered ? { decls, required: req.toolChoice === 'required' || typeof req.toolChoice === 'object', parallel: req.parallelToolCalls && typeof req.toolChoice !== 'object' } : undefined,
+        }),
+      ['E_ARG'],
+      'the schema cannot be enforced: ',
+    );
     const forcedIds = plan.forced ? tok.encode(plan.forced, { markup: true }) : [];
     const all = [...ids, ...forcedIds];
-    const limit = this.contextLength;
-    if (all.length + 1 > limit)
-      throw new ApiError(400, `the conversation is ${all.length} tokens and this model's context is ${limit} (with room for at least one token of reply)`, 'invalid_request_error', 'context_length_exceeded', 'messages');
+    if (all.length + 1 > limit) throw tooLong(all.length);
     // the forced beginning counts against the reply's tokens
     const maxTokens = Math.max(1, Math.min(Math.min(req.maxTokens ?? this.opts.maxTokens, this.opts.maxTokens) - forcedIds.length, limit - all.length));
     return { req, ids: all, reasoningFirst, maxTokens, forced: plan.forced, forcedIds: forcedIds.length, constraint: plan.constraint, endTokens, toolsOffered };
@@ -272,7 +274,6 @@ export class Host {
           yield* release();
           yield* parser.push(step.text);
         }
-        await yieldToLoop();
       });
     } catch (e) {
       // whatever the engine's state is after a fault, the next turn starts from a clean one

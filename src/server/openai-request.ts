@@ -1,9 +1,8 @@
 import { z } from 'zod';
-import { checkSchema } from '../constrain/schema.js';
+import { compileSchema } from '../constrain/schema-compile.js';
 import type { ChatMessage } from '../tokenizer/chat.js';
-import { WasteError } from '../util/errors.js';
 import type { ToolDecl } from './constraints.js';
-import { badRequest } from './errors.js';
+import { badRequest, fromClient } from './errors.js';
 import type { TurnRequest } from './host.js';
 
 /**
@@ -56,16 +55,26 @@ const ResponseFormat = z.discriminatedUnion('type', [
 
 const Effort = z.enum(['none', 'minimal', 'low', 'medium', 'high', 'max']);
 
+/*
+ * Every number a request carries is bounded here, within what the library's sampler accepts
+ * (src/generate/sampler.ts: temperature 0..100, top-k 0..2^31, top-p (0, 1], min-p 0..1, penalties
+ * -2..2, repetition 0.01..100, bias -100..100, seed 0..2^32-1), so a request the engine would refuse
+ * is a 400 before it waits for the engine — never a 200 whose stream then fails. Counts (token
+ * budgets, max_tokens) are integers, which zod also keeps within the safe range.
+ */
+export const TopK = z.number().int().min(0).max(2 ** 31);
+export const Seed = z.number().int().min(0).max(2 ** 32 - 1);
+
 /** The sampling fields both OpenAI endpoints take. */
 export const SamplingFields = z.object({
   temperature: z.number().min(0).max(2).nullish(),
   top_p: z.number().gt(0).max(1).nullish(),
-  top_k: z.number().int().min(0).nullish(),
+  top_k: TopK.nullish(),
   min_p: z.number().min(0).max(1).nullish(),
   presence_penalty: z.number().min(-2).max(2).nullish(),
   frequency_penalty: z.number().min(-2).max(2).nullish(),
   repetition_penalty: z.number().min(0.01).max(100).nullish(),
-  seed: z.number().int().nullish(),
+  seed: Seed.nullish(),
   stop: z.union([z.string(), z.array(z.string()).max(16)]).nullish(),
   logit_bias: z.record(z.string(), z.number().min(-100).max(100)).nullish(),
 });
@@ -121,14 +130,14 @@ function text(content: z.infer<typeof Content> | undefined, where: string): stri
     .join('');
 }
 
-/** Check a schema can be enforced while sampling; its problems become a 400 naming the field. */
+/**
+ * Check a schema can be enforced while sampling — compiled, as the grammar will be — and that some
+ * document satisfies it, so no reply could be left unfinishable; its problems become a 400 naming
+ * the field. Done for every schema a request brings, whether or not this reply will use it.
+ */
 export function enforceable(schema: unknown, param: string): unknown {
-  try {
-    checkSchema(schema);
-  } catch (e) {
-    if (e instanceof WasteError) throw badRequest(`${param}: ${e.message}`, param);
-    throw e;
-  }
+  const node = fromClient(param, () => compileSchema(schema), ['E_ARG'], `${param}: `);
+  if (!node.sat) throw badRequest(`${param}: no JSON document satisfies this schema, so no reply could be finished`, param);
   return schema;
 }
 
@@ -146,13 +155,14 @@ export function reasoningOf(effort: string | null | undefined, thinking: boolean
   return on === undefined ? {} : { thinking: on };
 }
 
-export function toolDecls(tools: z.infer<typeof Tool>[] | null | undefined): ToolDecl[] {
+/** The declared tools, each schema checked (`where` names a tool's schema in the request, for errors). */
+export function toolDecls(tools: z.infer<typeof Tool>[] | null | undefined, where = (i: number) => `tools[${i}].function.parameters`): ToolDecl[] {
   const out: ToolDecl[] = [];
   const seen = new Set<string>();
   (tools ?? []).forEach((t, i) => {
     if (seen.has(t.function.name)) throw badRequest(`tools[${i}]: a second function named "${t.function.name}"`, 'tools');
     seen.add(t.function.name);
-    const parameters = enforceable(t.function.parameters ?? { type: 'object', properties: {} }, `tools[${i}].function.parameters`);
+    const parameters = enforceable(t.function.parameters ?? { type: 'object', properties: {} }, where(i));
     out.push({ name: t.function.name, ...(t.function.description !== undefined ? { description: t.function.description } : {}), parameters });
   });
   return out;
@@ -170,8 +180,7 @@ export function samplingOf(b: z.infer<typeof SamplingFields>): TurnRequest['samp
   if (b.presence_penalty != null) sampling.presencePenalty = b.presence_penalty;
   if (b.frequency_penalty != null) sampling.frequencyPenalty = b.frequency_penalty;
   if (b.repetition_penalty != null) sampling.repetitionPenalty = b.repetition_penalty;
-  // any integer a client sends is a valid seed: keep its low 32 bits
-  if (b.seed != null) sampling.seed = Number(BigInt.asUintN(32, BigInt(b.seed)));
+  if (b.seed != null) sampling.seed = b.seed;
   if (stop.length) sampling.stop = stop;
   if (b.logit_bias) {
     if (Object.keys(b.logit_bias).length > 1024) throw badRequest('logit_bias: at most 1024 tokens', 'logit_bias');

@@ -1,7 +1,6 @@
 import type { Context } from 'hono';
 import { streamSSE } from 'hono/streaming';
-import { WasteError } from '../util/errors.js';
-import { ApiError, openaiErrorBody } from './errors.js';
+import { ApiError, asApiError, openaiErrorBody } from './errors.js';
 import type { Host, PreparedTurn, TurnEvent, TurnResult } from './host.js';
 import { QueueFull } from './queue.js';
 import type { RouteEnv } from './server.js';
@@ -62,13 +61,6 @@ async function withEngine<T>(host: Host, client: string, signal: AbortSignal, us
   } finally {
     release();
   }
-}
-
-/** Engine faults become a 500 with the engine's message; request faults pass through. */
-export function asApiError(e: unknown): ApiError {
-  if (e instanceof ApiError) return e;
-  if (e instanceof WasteError) return new ApiError(e.code === 'E_ARG' ? 400 : 500, e.message, e.code === 'E_ARG' ? 'invalid_request_error' : 'engine_error', e.code);
-  return new ApiError(500, `internal error: ${(e as Error)?.message ?? String(e)}`, 'server_error', 'internal_error');
 }
 
 /** Work run once the engine is free (the wait logged), the engine given back when it ends. */

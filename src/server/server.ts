@@ -6,13 +6,12 @@ import { serve } from '@hono/node-server';
 import { Hono } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import { type OpenOptions, Model } from '../engine.js';
-import { ApiError, anthropicErrorBody, badRequest, openaiErrorBody } from './errors.js';
+import { ApiError, anthropicErrorBody, asApiError, badRequest, openaiErrorBody } from './errors.js';
 import { Host } from './host.js';
 import { anthropicRoutes } from './anthropic.js';
 import { completionRoutes } from './completions.js';
 import { openaiRoutes } from './openai.js';
 import type { TurnLog } from './run-turn.js';
-import { asApiError } from './run-turn.js';
 import { webRoutes } from './web.js';
 
 export interface ServerOptions {
@@ -126,6 +125,16 @@ export function createApp(host: Host, opts: Pick<ServerOptions, 'apiKey' | 'maxB
     else report();
   });
 
+  app.use('*', async (c, next) => {
+    // bound to this machine only, answer only to this machine's names, on every route: a page that
+    // rebinds its own name to 127.0.0.1 (DNS rebinding) is same-origin with the server in its
+    // visitor's browser, so it could read /health (model, budget, queue, sessions) or drive /v1
+    const host = c.req.header('host');
+    if (opts.loopbackOnly && host !== undefined && !LOOPBACK_HOST.test(host))
+      return errorResponse(c.req.path, new ApiError(403, `the Host "${host}" is not this machine: the server listens on a loopback address (use --host to serve other names)`, 'permission_error', 'bad_host'));
+    await next();
+  });
+
   app.use('/v1/*', async (c, next) => {
     // a web page elsewhere may not drive this server through its visitor's browser: a browser
     // names the page's origin, and it must be this server's own
@@ -140,9 +149,6 @@ export function createApp(host: Host, opts: Pick<ServerOptions, 'apiKey' | 'maxB
       }
       if (from !== host) return errorResponse(c.req.path, new ApiError(403, `requests from web pages of another origin (${origin}) are refused`, 'permission_error', 'cross_origin'));
     }
-    // bound to this machine only, answer only to this machine's names (no DNS rebinding)
-    if (opts.loopbackOnly && host !== undefined && !LOOPBACK_HOST.test(host))
-      return errorResponse(c.req.path, new ApiError(403, `the Host "${host}" is not this machine: the server listens on a loopback address (use --host to serve other names)`, 'permission_error', 'bad_host'));
     if (opts.apiKey) {
       const auth = c.req.header('authorization');
       const given = auth?.match(/^Bearer\s+(.+)$/i)?.[1] ?? c.req.header('x-api-key');

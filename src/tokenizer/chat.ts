@@ -66,9 +66,14 @@ type Segment = { kind: 'markup'; text: string } | { kind: 'text'; text: string }
 
 function encodeSegments(tokenizer: Tokenizer, segments: Segment[]): number[] {
   const out: number[] = [];
+  // one id at a time: push(...ids) passes every id as an argument, and a long message's ids
+  // overflow the stack
+  const append = (ids: readonly number[]) => {
+    for (const id of ids) out.push(id);
+  };
   for (const s of segments) {
-    if (s.kind === 'ids') out.push(...s.ids);
-    else if (s.text) out.push(...tokenizer.encode(s.text, { markup: s.kind === 'markup' }));
+    if (s.kind === 'ids') append(s.ids);
+    else if (s.text) append(tokenizer.encode(s.text, { markup: s.kind === 'markup' }));
   }
   return out;
 }

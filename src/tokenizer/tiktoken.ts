@@ -45,7 +45,10 @@ export class TiktokenTokenizer implements Tokenizer {
     }
     for (const [id, text] of specials) this.byText.set(text, id);
     this.specials = specials;
-    this.vocabSize = Math.max(ranks.size, ...specials.keys()) + 1;
+    // a loop, not Math.max(...ids): a file may name more specials than a call takes arguments
+    let top = ranks.size;
+    for (const id of specials.keys()) if (id > top) top = id;
+    this.vocabSize = top + 1;
     // longest first, so a marker that begins another one never cuts it short
     const texts = [...this.byText.keys()].sort((a, b) => b.length - a.length || (a < b ? -1 : 1));
     this.specialPattern = texts.length ? new RegExp(texts.map(escapeRegExp).join('|'), 'g') : undefined;
