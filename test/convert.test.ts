@@ -3,7 +3,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { describe, it } from 'node:test';
+import { before, describe, it } from 'node:test';
 import { SafetensorsSet } from '../src/checkpoint/safetensors.js';
 import { openContainer } from '../src/container/open.js';
 import { convert } from '../src/convert/convert.js';
@@ -77,10 +77,16 @@ describe('waste convert', () => {
   const out = path.join(tmpDir('conv'), 'model');
   let reference: Float32Array;
   let digest: string;
+  let resumed: boolean;
+  // the conversion every test compares with, in a hook so that any one test can run alone
+  before(async () => {
+    resumed = (await convert(src, out, { threads: 2 })).resumed;
+    reference = await logits(src, IDS);
+    digest = containerDigest(out);
+  });
 
   it('writes a container whose records verify and whose logits are close to the unquantized reference', async () => {
-    const r = await convert(src, out, { threads: 2 });
-    assert.equal(r.resumed, false);
+    assert.equal(resumed, false);
     assert.ok(!fs.existsSync(`${out}.partial`), 'the work directory is gone once published');
     const c = openContainer(out);
     try {
@@ -119,10 +125,8 @@ describe('waste convert', () => {
 
     // an untrained model's next-token distributions are nearly flat, so top-1 agreement says little
     // here; the KL does (the C engine's converter gives 0.084 on these ids, ours 0.091)
-    reference = await logits(src, IDS);
     const q4 = compare(reference, await logits(out, IDS), 512);
     assert.ok(q4.kl > 0.01 && q4.kl < 0.15, `mean KL ${q4.kl}`);
-    digest = containerDigest(out);
   });
 
   it('--trunk-bits 8 keeps the whole trunk in Q8G, closer to the reference', async () => {
