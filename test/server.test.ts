@@ -641,10 +641,11 @@ describe('waste serve: the OpenAI-compatible API on the demo model', () => {
     assert.equal(messages.status, 400, JSON.stringify(messages.body));
     assert.equal(messages.body.error.type, 'invalid_request_error');
     assert.match(messages.body.error.message, new RegExp(`the conversation is ${tokens} tokens and this model's context is \\d+`));
-    // counting is what a client asks before trimming a conversation: the count, however long
+    // counting answers as the endpoint counted for would, and names the count for a client that trims
     const count = await raw(`${server.url}/v1/messages/count_tokens`, { json: { messages: long } });
-    assert.equal(count.status, 200, JSON.stringify(count.body));
-    assert.equal(count.body.input_tokens, tokens);
+    assert.equal(count.status, 400, JSON.stringify(count.body));
+    assert.equal(count.body.error.type, 'invalid_request_error');
+    assert.match(count.body.error.message, new RegExp(`the conversation is ${tokens} tokens and this model's context is \\d+`));
     // a large tool declaration, offered or required
     const fn = (parameters: unknown) => [{ type: 'function', function: { name: 'pick', parameters } }];
     const values = Array.from({ length: 50_000 }, (_, i) => `v${i}`);
@@ -659,8 +660,8 @@ describe('waste serve: the OpenAI-compatible API on the demo model', () => {
       assert.equal(r.body.error.code, 'context_length_exceeded', what);
     }
     const anthropicTool = await raw(`${server.url}/v1/messages/count_tokens`, { json: { messages: user('x'), tools: [{ name: 'pick', input_schema: { type: 'object', properties: { v: { enum: values } } } }] } });
-    assert.equal(anthropicTool.status, 200, JSON.stringify(anthropicTool.body).slice(0, 300));
-    assert.ok(anthropicTool.body.input_tokens > 50_000);
+    assert.equal(anthropicTool.status, 400, JSON.stringify(anthropicTool.body).slice(0, 300));
+    assert.match(anthropicTool.body.error.message, /the conversation is \d{5,} tokens/);
   });
 
   it('bounds every sampling number at the edge: what the sampler would refuse is a 400 before any stream starts', async () => {

@@ -119,7 +119,11 @@ const usage = (prompt: number, cached: number, output: number) => ({ input_token
 export function anthropicRoutes(app: Hono<RouteEnv>, host: Host): void {
   app.post('/v1/messages/count_tokens', async (c) => {
     const b = parseBody(MessagesBody.extend({ max_tokens: z.number().int().min(1).optional().default(1) }), await c.get('json')());
-    return c.json({ input_tokens: host.countTokens(messagesTurn(b)) });
+    const n = host.countTokens(messagesTurn(b));
+    // as /v1/messages answers it: a conversation the model cannot take is the client's 400, and
+    // its message carries the count, for a client that trims
+    host.checkFits(n);
+    return c.json({ input_tokens: n });
   });
 
   app.post('/v1/messages', async (c) => {

@@ -193,6 +193,13 @@ export class Host {
     return this.prompt(req).ids.length;
   }
 
+  /** A conversation of `n` tokens must leave room for a token of reply: else the client's 400, naming the count. */
+  checkFits(n: number): void {
+    const limit = this.contextLength;
+    if (n + 1 > limit)
+      throw new ApiError(400, `the conversation is ${n} tokens and this model's context is ${limit} (with room for at least one token of reply)`, 'invalid_request_error', 'context_length_exceeded', 'messages');
+  }
+
   /**
    * Render a turn and check it fits the context — before it waits for the engine, so a request
    * that cannot run gets its 400 at once, streaming or not.
@@ -201,10 +208,8 @@ export class Host {
     this.checkSampling(req.sampling);
     const { ids, reasoningFirst } = this.prompt(req);
     const limit = this.contextLength;
-    const tooLong = (n: number) =>
-      new ApiError(400, `the conversation is ${n} tokens and this model's context is ${limit} (with room for at least one token of reply)`, 'invalid_request_error', 'context_length_exceeded', 'messages');
     // before any grammar is compiled: a conversation that cannot run costs no more than its tokenizing
-    if (ids.length + 1 > limit) throw tooLong(ids.length);
+    this.checkFits(ids.length);
     const format = this.model.chatFormat();
     const tok = this.model.tokenizer();
     const endId = tok.specialId(format.assistantEnd);
@@ -228,7 +233,7 @@ export class Host {
     );
     const forcedIds = plan.forced ? tok.encode(plan.forced, { markup: true }) : [];
     const all = [...ids, ...forcedIds];
-    if (all.length + 1 > limit) throw tooLong(all.length);
+    this.checkFits(all.length);
     // the forced beginning counts against the reply's tokens
     const maxTokens = Math.max(1, Math.min(Math.min(req.maxTokens ?? this.opts.maxTokens, this.opts.maxTokens) - forcedIds.length, limit - all.length));
     return { req, ids: all, reasoningFirst, maxTokens, forced: plan.forced, forcedIds: forcedIds.length, constraint: plan.constraint, endTokens, toolsOffered };
