@@ -12,7 +12,9 @@ import { loadChatFormat } from '../src/tokenizer/chat.js';
 import { loadTokenizer } from '../src/tokenizer/load.js';
 import { WasteError } from '../src/util/errors.js';
 import { readBytes } from '../src/util/read.js';
-import { BIN, ROOT, copyContainer, synth, tmpDir } from './helpers.js';
+import { BIN, ROOT, checkpoint, copyContainer, synth, tmpDir } from './helpers.js';
+import { SafetensorsSet } from '../src/checkpoint/safetensors.js';
+import { readCheckpointConfig } from '../src/checkpoint/config.js';
 
 /**
  * Every file the engine is given must be a regular file, read with a bound: a symlink to
@@ -164,5 +166,25 @@ describe('special files in place of regular ones', () => {
       assert.equal(readBytes(f, 100).length, 100);
       assert.throws(() => readBytes(f, 99), /more than 99 bytes/);
     });
+  });
+  describe('a HuggingFace checkpoint (read by convert, logits and quality)', () => {
+    const ck = checkpoint({ shape: 'tiny', seed: 52, shards: 2 }, 'special-ck');
+    const copy = () => {
+      const d = tmpDir('ck');
+      for (const f of fs.readdirSync(ck)) fs.copyFileSync(path.join(ck, f), path.join(d, f));
+      return d;
+    };
+    const shard = fs.readdirSync(ck).find((f) => f.endsWith('.safetensors'))!;
+    for (const [name, read] of [
+      ['config.json', (d: string) => readCheckpointConfig(d)],
+      ['model.safetensors.index.json', (d: string) => SafetensorsSet.open(d)],
+      [shard, (d: string) => SafetensorsSet.open(d)],
+    ] as const)
+      for (const [label, make, kind] of KINDS)
+        it(`${name} as ${label}`, () => {
+          const d = copy();
+          const f = replaceWith(d, name, make);
+          refuses(() => read(d), f, kind);
+        });
   });
 });

@@ -3,6 +3,7 @@ import * as path from 'node:path';
 import { f16 } from '../util/f16.js';
 import { WasteError, fromSystemError, unsupported } from '../util/errors.js';
 import { isObject } from '../util/fields.js';
+import { openRegular, readJson } from '../util/read.js';
 
 /**
  * HuggingFace safetensors, single file or sharded with `model.safetensors.index.json`. Everything in
@@ -43,12 +44,7 @@ export class SafetensorsSet {
     try {
       const indexFile = path.join(dir, 'model.safetensors.index.json');
       if (fs.existsSync(indexFile)) {
-        let doc: unknown;
-        try {
-          doc = JSON.parse(fs.readFileSync(indexFile, 'utf8'));
-        } catch (e) {
-          throw new WasteError('E_FORMAT', `${indexFile}: not valid JSON (${(e as Error).message})`);
-        }
+        const doc = readJson(indexFile);
         const map = isObject(doc) ? doc.weight_map : undefined;
         if (!isObject(map)) throw new WasteError('E_FORMAT', `${indexFile}: weight_map is missing or not an object`);
         const byFile = new Map<string, string[]>();
@@ -82,14 +78,8 @@ export class SafetensorsSet {
   }
 
   private openShard(file: string): Shard {
-    let fd: number;
-    let size: number;
-    try {
-      fd = fs.openSync(file, 'r');
-      size = fs.fstatSync(fd).size;
-    } catch (e) {
-      throw fromSystemError(file, e);
-    }
+    // a FIFO or a device in a shard's place is refused, not waited on or read without end
+    const { fd, size } = openRegular(file);
     const shard: Shard = { file, fd, size, tensors: new Map() };
     this.shards.set(file, shard);
     const name = path.basename(file);

@@ -6,6 +6,7 @@ import { CODEBOOK_HEADER_BYTES, type ExpertQuant, Fmt, type RecordLayout, record
 import { storedSizes } from '../container/tensor.js';
 import type { KimiLinearConfig } from '../model/kimi-linear/config.js';
 import { WasteError } from '../util/errors.js';
+import { readBytes } from '../util/read.js';
 
 /**
  * What a conversion will write, decided from the checkpoint's headers and the options before a
@@ -143,7 +144,7 @@ export function planConversion(src: string, st: SafetensorsSet, cfg: KimiLinearC
 function identityOf(src: string, st: SafetensorsSet, settings: ConvertSettings): string {
   const h = crypto.createHash('sha256');
   h.update(`waste-convert ${CONVERTER_VERSION}\n${JSON.stringify(settings)}\n`);
-  h.update(fs.readFileSync(path.join(src, 'config.json')));
+  h.update(readBytes(path.join(src, 'config.json')));
   const files = new Set<string>();
   for (const name of st.names().sort()) {
     const t = st.info(name);
