@@ -10,6 +10,9 @@ Written from a description of the architecture compiled from its public sources 
 HuggingFace modeling code, the fla kernels, vLLM, llama.cpp), not from the TypeScript engine;
 docs/ARCHITECTURE.md states the same formulas as the engine implements them.
 
+Kimi K3's text model (kimi_k3_model.py) subclasses these pieces; the small methods KDA.decay,
+KDA.output_gate, MLA.query, MLA.gate_output and MoE.combine are where its differences plug in.
+
 Parameter names are the HuggingFace tensor names (model.layers.3.self_attn.q_proj.weight,
 model.layers.2.block_sparse_moe.experts.5.w1.weight, ...); the router's selection bias
 `gate.e_score_correction_bias` is a buffer (it is trained by a rule, not by gradients).
@@ -253,16 +256,27 @@ class KDA(nn.Module):
         v = self.conv(self.v_proj(h), self.v_conv1d).view(B, T, NH, D)
         q = q / torch.sqrt((q * q).sum(-1, keepdim=True) + 1e-6) * D ** -0.5
         k = k / torch.sqrt((k * k).sum(-1, keepdim=True) + 1e-6)
-        z = self.f_b_proj(self.f_a_proj(h)) + self.dt_bias
-        g = -torch.exp(self.A_log).view(1, 1, NH, 1) * F.softplus(z, threshold=20).view(B, T, NH, D)
+        g = self.decay(h)
         beta = torch.sigmoid(self.b_proj(h))                                  # [B, T, NH]
         if mode == "loop":
             o, _ = kda_loop(q, k, v, g, beta)
         else:
             o, _ = kda_chunked(q, k, v, g, beta, chunk)
-        gate = self.g_b_proj(self.g_a_proj(h)).view(B, T, NH, D)
-        o = self.o_norm(o) * torch.sigmoid(gate)
+        o = self.o_norm(o) * torch.sigmoid(self.output_gate(h))
         return self.o_proj(o.reshape(B, T, NH * D))
+
+    # the two pieces Kimi K3 changes (kimi_k3_model.py overrides them)
+
+    def decay(self, h):
+        """Per-channel log decay g [B, T, NH, D] = -exp(A_log[h]) * softplus(f_b(f_a(h)) + dt_bias)."""
+        B, T, _ = h.shape
+        z = self.f_b_proj(self.f_a_proj(h)) + self.dt_bias
+        return -torch.exp(self.A_log).view(1, 1, self.NH, 1) * F.softplus(z, threshold=20).view(B, T, self.NH, self.D)
+
+    def output_gate(self, h):
+        """Pre-sigmoid output gate [B, T, NH, D]: the low-rank g_b(g_a(h))."""
+        B, T, _ = h.shape
+        return self.g_b_proj(self.g_a_proj(h)).view(B, T, self.NH, self.D)
 
 
 class MLA(nn.Module):
@@ -279,7 +293,7 @@ class MLA(nn.Module):
     def forward(self, h, mode=None, chunk=None):
         B, T, _ = h.shape
         NH, nope, rope, vh, kvl = self.NH, self.nope, self.rope, self.vh, self.kvl
-        q = self.q_proj(h).view(B, T, NH, nope + rope)
+        q = self.query(h).view(B, T, NH, nope + rope)
         ckv = self.kv_a_proj_with_mqa(h)
         lat = self.kv_a_layernorm(ckv[..., :kvl])
         kpe = ckv[..., kvl:]                                                  # shared by all heads, no RoPE
@@ -290,7 +304,17 @@ class MLA(nn.Module):
         mask = torch.triu(torch.ones(T, T, dtype=torch.bool, device=h.device), 1)
         scores = scores.masked_fill(mask, float("-inf"))
         o = torch.einsum("bhts,bshd->bthd", torch.softmax(scores, -1), vals)
-        return self.o_proj(o.reshape(B, T, NH * vh))
+        return self.o_proj(self.gate_output(o.reshape(B, T, NH * vh), h))
+
+    # the two pieces Kimi K3 changes (kimi_k3_model.py overrides them)
+
+    def query(self, h):
+        """Per-head queries (nope | rope), [B, T, NH * (nope + rope)]."""
+        return self.q_proj(h)
+
+    def gate_output(self, o, h):
+        """The concatenated head outputs before o_proj; Kimi-Linear has no output gate."""
+        return o
 
 
 # ----------------------------------------------------------------------------------------------
@@ -330,6 +354,15 @@ class MoE(nn.Module):
         x = h.reshape(-1, shape[-1])
         N = x.shape[0]
         chosen, w, scores = self.route(x)
+        out, counts = self.combine(x, chosen, w)
+        if self.shared_experts is not None:
+            out = out + self.shared_experts(x)
+        self.stats = {"counts": counts, "chosen": chosen, "scores": scores, "tokens": N}
+        return out.view(shape)
+
+    def combine(self, x, chosen, w):
+        """The routed part: (sum_j w[:, j] * expert_{chosen[:, j]}(x) for x [N, in] -> [N, out],
+        assignments per expert [E]). Kimi K3 runs it on a latent projection of x."""
         flat_e = chosen.reshape(-1)
         order = torch.sort(flat_e, dim=0, stable=True).indices               # assignments grouped by expert
         tok = order.div(self.k, rounding_mode="floor")                       # their tokens
@@ -338,11 +371,7 @@ class MoE(nn.Module):
         xs = x.index_select(0, tok).split(counts.tolist())
         ys = torch.cat([self.experts[e](xe) for e, xe in enumerate(xs) if xe.shape[0] > 0])
         ys = ys * w.reshape(-1).index_select(0, order).unsqueeze(-1)
-        out = torch.zeros_like(x).index_add_(0, tok, ys)
-        if self.shared_experts is not None:
-            out = out + self.shared_experts(x)
-        self.stats = {"counts": counts, "chosen": chosen, "scores": scores, "tokens": N}
-        return out.view(shape)
+        return x.new_zeros(x.shape[0], ys.shape[-1]).index_add_(0, tok, ys), counts
 
 
 # ----------------------------------------------------------------------------------------------
@@ -422,7 +451,7 @@ def load_tensors(model, src):
             if ".block_sparse_moe.experts." in name:
                 L, e = int(parts[2]), int(parts[5])
                 if (L, e) not in cache:
-                    cache = {(L, e): src.expert(L, e, c.hidden_size, c.moe_inter)}
+                    cache = {(L, e): src.expert(L, e, getattr(c, "expert_in", c.hidden_size), c.moe_inter)}
                 w = cache[(L, e)][_EXPERT.index(parts[6])]
             elif name.endswith("e_score_correction_bias") and not src.has(name):
                 w = torch.zeros(t.shape)

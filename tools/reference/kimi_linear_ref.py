@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Independent reference for the Kimi-Linear forward pass (dev only; CI never runs Python).
+"""Independent reference for the Kimi-Linear and Kimi K3 forward passes (dev only; CI never runs Python).
 
 Reads a WASTE v0 container (or a HuggingFace checkpoint: config.json + safetensors), dequantizes
 every tensor -- trunk and experts -- to float64, loads them by name into the PyTorch module of
@@ -7,6 +7,12 @@ kimi_linear_model.py (the same module tools/demo/train.py trains) and runs it ov
 ids the plain way: experts expanded into weight matrices, MLA with per-head keys and values rebuilt
 from the latents (not the absorbed form the engine uses), the KDA recurrence token by token.
 Writes the logits of every position as little-endian float32.
+
+A Kimi K3 container or checkpoint (its outer `architectures` names KimiK3, or its text config uses a
+K3 feature: AttnRes, latent MoE, SiTU, q-LoRA, gated MLA, the full-rank or bounded KDA gate) runs
+the module of kimi_k3_model.py instead; kimi_k3_ref.py is the same program, refusing anything else.
+K3 tensors sit under `tensor_prefix` ("language_model."; also the default when the config still
+nests a `text_config`), and a K3 checkpoint's MXFP4 routed experts are decoded exactly.
 
 It is written from a description of the architecture compiled from its public sources (Moonshot's
 HuggingFace modeling code, the fla kernels, vLLM, llama.cpp), not from the TypeScript, so the two
@@ -25,6 +31,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from kimi_linear_model import KimiLinearForCausalLM, load_tensors  # noqa: E402
+from kimi_k3_model import KimiK3ForCausalLM, is_k3, load_k3_tensors  # noqa: E402
 
 torch.set_default_dtype(torch.float64)
 F32, F16, Q8G, Q4G = 0, 1, 2, 3
@@ -40,8 +47,11 @@ class Container:
         with open(os.path.join(path, "manifest.json")) as f:
             self.manifest = json.load(f)
         cfg = self.manifest["config"]
+        self.raw_cfg = cfg                          # with `_outer` (or the outer object, if nested)
         self.cfg = cfg.get("text_config", cfg)
         self.prefix = self.manifest.get("tensor_prefix", "")
+        if not self.prefix and "text_config" in cfg:
+            self.prefix = "language_model."         # a config still nested as in config.json: K3's names
         with open(os.path.join(path, "trunk.bin"), "rb") as f:
             self.trunk = f.read()
         self.index = {t["name"]: t for t in self.manifest["trunk"]}
@@ -120,6 +130,7 @@ class Checkpoint:
         self.path = path
         with open(os.path.join(path, "config.json")) as f:
             self.cfg = json.load(f)
+        self.raw_cfg = self.cfg
         index = os.path.join(path, "model.safetensors.index.json")
         files = sorted(set(json.load(open(index))["weight_map"].values())) if os.path.exists(index) else ["model.safetensors"]
         self.where = {}
@@ -130,16 +141,21 @@ class Checkpoint:
             for name, meta in header.items():
                 if name != "__metadata__":
                     self.where[name] = (fn, 8 + n, meta)
+        # K3 nests the text model's config and names its tensors language_model.*
+        self.prefix = "language_model." if "text_config" in self.cfg else ""
 
     def has(self, name):
-        return name in self.where
+        return self.prefix + name in self.where
 
-    def tensor(self, name):
-        fn, base, meta = self.where[name]
+    def _raw(self, name):
+        fn, base, meta = self.where[self.prefix + name]
         b, e = meta["data_offsets"]
         with open(os.path.join(self.path, fn), "rb") as f:
             f.seek(base + b)
-            raw = bytearray(f.read(e - b))
+            return bytearray(f.read(e - b)), meta
+
+    def tensor(self, name):
+        raw, meta = self._raw(name)
         if meta["dtype"] == "F32":
             t = torch.frombuffer(raw, dtype=torch.float32)
         elif meta["dtype"] == "F16":
@@ -150,27 +166,71 @@ class Checkpoint:
 
     def expert(self, layer, e, hidden, inter):
         p = f"model.layers.{layer}.block_sparse_moe.experts.{e}."
+        if not self.has(p + "w1.weight") and self.has(p + "w1.weight_packed"):
+            return [self.mxfp4(p + w) for w in ("w1", "w3", "w2")]
         return [self.tensor(p + "w1.weight"), self.tensor(p + "w3.weight"), self.tensor(p + "w2.weight")]
 
+    def mxfp4(self, name):
+        """A K3 routed-expert matrix [R, N] from NAME.weight_packed (u8 [R, N/2]) and NAME.weight_scale
+        (u8 E8M0 [R, N/32]): byte j holds element 2j in its low nibble and 2j+1 in its high one; a
+        nibble is sign (bit 3) x {0, .5, 1, 1.5, 2, 3, 4, 6}[n & 7]; group g of 32 is scaled by
+        2^(e - 127) (OCP MX; the C engine maps e = 0 to 0 instead, a difference below 1e-37). The
+        NaN scale 0xFF is refused."""
+        raw, meta = self._raw(name + ".weight_packed")
+        R, half = meta["shape"]
+        b = torch.frombuffer(raw, dtype=torch.uint8).to(torch.int64).view(R, half)
+        n = torch.stack([b & 15, b >> 4], -1).view(R, 2 * half)
+        mag = torch.tensor([0, 0.5, 1, 1.5, 2, 3, 4, 6], dtype=torch.float64)[n & 7]
+        w = torch.where(n >= 8, -mag, mag)
+        raw, meta = self._raw(name + ".weight_scale")
+        e = torch.frombuffer(raw, dtype=torch.uint8).to(torch.int64).view(R, -1)
+        if bool((e == 255).any()):
+            raise ValueError(f"{name}.weight_scale: E8M0 0xFF (NaN)")
+        if e.shape[1] * 32 != w.shape[1]:
+            raise ValueError(f"{name}: {e.shape[1]} scale groups for {w.shape[1]} columns")
+        scale = torch.pow(torch.tensor(2.0, dtype=torch.float64), (e - 127).to(torch.float64))
+        return (w.view(R, -1, 32) * scale.unsqueeze(-1)).view(R, -1)
 
-def forward(src, ids):
-    """Logits [T, vocab] (float64) of every position: the module in float64, KDA token by token."""
+
+def forward(src, ids, trace=None):
+    """Logits [T, vocab] (float64) of every position: the module in float64, KDA token by token.
+    For K3, `trace` (a list) receives x after every layer, [T, hidden] each."""
+    if is_k3(src.raw_cfg):
+        model = load_k3_tensors(KimiK3ForCausalLM(src.cfg, dtype=torch.float64), src)
+        with torch.no_grad():
+            out = model(torch.tensor(ids), mode="loop", trace=trace)
+        if trace is not None:
+            trace[:] = [x[0] for x in trace]
+        return out
     model = load_tensors(KimiLinearForCausalLM(src.cfg, dtype=torch.float64), src)
     with torch.no_grad():
         return model(torch.tensor(ids), mode="loop")
 
 
-def main():
+def open_source(path):
+    """A container directory (manifest.json) or a HuggingFace checkpoint directory."""
+    return Container(path) if os.path.exists(os.path.join(path, "manifest.json")) else Checkpoint(path)
+
+
+def main(k3_only=False):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("container")
     ap.add_argument("--ids", required=True, help="comma-separated token ids")
     ap.add_argument("--out", required=True, help="float32 logits of every position, row after row")
+    ap.add_argument("--hidden", help="K3 only: also write x after every layer as float32 [layers][positions][hidden] "
+                                     "(the C engine's WASTE_DUMP_HIDDEN is the last position of each layer)")
     args = ap.parse_args()
     ids = [int(i) for i in args.ids.split(",")]
-    src = Container(args.container) if os.path.exists(os.path.join(args.container, "manifest.json")) else Checkpoint(args.container)
-    logits = forward(src, ids)
+    src = open_source(args.container)
+    if (k3_only or args.hidden) and not is_k3(src.raw_cfg):
+        sys.exit(f"{args.container}: not a Kimi K3 model (use kimi_linear_ref.py{'' if k3_only else ' without --hidden'})")
+    trace = [] if args.hidden else None
+    logits = forward(src, ids, trace)
     with open(args.out, "wb") as f:
         f.write(logits.to(torch.float32).numpy().tobytes())
+    if args.hidden:
+        with open(args.hidden, "wb") as f:
+            f.write(torch.stack(trace).to(torch.float32).numpy().tobytes())
 
 
 if __name__ == "__main__":
