@@ -23,6 +23,68 @@ export function silu_mul(a: usize, b: usize, n: i32): void {
   }
 }
 
+// @ts-ignore: decorator
+@inline function sigmoid64(z: f64): f64 {
+  return 1.0 / (1.0 + Math.exp(-z));
+}
+
+/** a ← SiTU-GLU(a, b) = β·tanh(a/β)·σ(a) · β_l·tanh(b/β_l) (b as it is when β_l is 0) */
+export function situ_mul(a: usize, b: usize, n: i32, beta: f32, linearBeta: f32): void {
+  const bt = <f64>beta;
+  const bl = <f64>linearBeta;
+  for (let i = 0; i < n; i++) {
+    const o = <usize>i << 2;
+    const g = <f64>load<f32>(a + o);
+    const u = <f64>load<f32>(b + o);
+    const gate = bt * Math.tanh(g / bt) * sigmoid64(g);
+    store<f32>(a + o, <f32>(gate * (bl > 0 ? bl * Math.tanh(u / bl) : u)));
+  }
+}
+
+/** a ← a · σ(g) */
+export function sigmoid_mul(a: usize, g: usize, n: i32): void {
+  for (let i = 0; i < n; i++) {
+    const o = <usize>i << 2;
+    store<f32>(a + o, load<f32>(a + o) * <f32>sigmoid64(<f64>load<f32>(g + o)));
+  }
+}
+
+/**
+ * Attention-residual mix: candidates blocks[0..n) ([n][H]) then cur; score_i = (w·v_i) /
+ * sqrt(mean(v_i²) + eps); out = Σ softmax(score)_i v_i, in candidate order. Sums in f64 (at most
+ * a few candidates of a few thousand values: exactness is cheap here). `scores` holds n + 1 f64.
+ */
+export function attn_res(blocks: usize, n: i32, cur: usize, w: usize, H: i32, eps: f32, out: usize, scores: usize): void {
+  let max: f64 = -Infinity;
+  for (let i = 0; i <= n; i++) {
+    const v = i < n ? blocks + <usize>i * <usize>H * 4 : cur;
+    let ss: f64 = 0, dot: f64 = 0;
+    for (let j = 0; j < H; j++) {
+      const x = <f64>load<f32>(v + (<usize>j << 2));
+      ss += x * x;
+      dot += x * <f64>load<f32>(w + (<usize>j << 2));
+    }
+    const s = dot / Math.sqrt(ss / <f64>H + <f64>eps);
+    store<f64>(scores + (<usize>i << 3), s);
+    if (s > max) max = s;
+  }
+  let sum: f64 = 0;
+  for (let i = 0; i <= n; i++) {
+    const e = Math.exp(load<f64>(scores + (<usize>i << 3)) - max);
+    store<f64>(scores + (<usize>i << 3), e);
+    sum += e;
+  }
+  for (let i = 0; i <= n; i++) store<f64>(scores + (<usize>i << 3), load<f64>(scores + (<usize>i << 3)) / sum);
+  for (let j = 0; j < H; j++) {
+    let acc: f64 = 0;
+    for (let i = 0; i <= n; i++) {
+      const v = i < n ? blocks + <usize>i * <usize>H * 4 : cur;
+      acc += load<f64>(scores + (<usize>i << 3)) * <f64>load<f32>(v + (<usize>j << 2));
+    }
+    store<f32>(out + (<usize>j << 2), <f32>acc);
+  }
+}
+
 /** x ← x + y */
 export function add(x: usize, y: usize, n: i32): void {
   let i = 0;

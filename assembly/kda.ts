@@ -11,10 +11,11 @@ import { sumSquares } from './common';
  * One token, in place on q, k, v [C] and g [C], beta [H]:
  * causal depthwise conv (history ring oldest first, the current input last) + SiLU for q, k, v;
  * per-head L2 norm of q and k (eps inside the root), q scaled by D^-1/2;
- * g = −exp(A_log[h]) · softplus(g + dt_bias) (identity above 20); beta = sigmoid(beta).
+ * g = −exp(A_log[h]) · softplus(g + dt_bias) (identity above 20), or with a lower bound lb < 0
+ * (K3's bounded gate) g = lb · sigmoid(exp(A_log[h]) · (g + dt_bias)); beta = sigmoid(beta).
  */
 export function kda_prep(q: usize, k: usize, v: usize, tq: usize, tk: usize, tv: usize, ring: usize, C: i32, K: i32,
-  g: usize, dtBias: usize, aLog: usize, beta: usize, H: i32, D: i32, l2eps: f32): void {
+  g: usize, dtBias: usize, aLog: usize, beta: usize, H: i32, D: i32, l2eps: f32, lb: f32): void {
   const R = K - 1;
   for (let which = 0; which < 3; which++) {
     const x = which == 0 ? q : which == 1 ? k : v;
@@ -53,8 +54,12 @@ export function kda_prep(q: usize, k: usize, v: usize, tq: usize, tk: usize, tv:
     for (let j = 0; j < D; j++) {
       const i = <usize>(h * D + j) << 2;
       const z = <f64>(load<f32>(g + i) + load<f32>(dtBias + i));
-      const sp = z > 20 ? z : Math.log1p(Math.exp(z));
-      store<f32>(g + i, <f32>(-a * sp));
+      if (lb < 0) {
+        store<f32>(g + i, <f32>(<f64>lb / (1.0 + Math.exp(-a * z))));
+      } else {
+        const sp = z > 20 ? z : Math.log1p(Math.exp(z));
+        store<f32>(g + i, <f32>(-a * sp));
+      }
     }
     store<f32>(beta + (<usize>h << 2), sigmoid(load<f32>(beta + (<usize>h << 2))));
   }

@@ -7,8 +7,8 @@
  *   const logits = await session.forward([3, 7, 11]);
  *   await model.close();
  */
-export { Model, type OpenOptions, type SessionOptions } from './engine.js';
-export { Session, type SessionGenerateOptions } from './session.js';
+export { Model, type OpenOptions, type SessionOptions } from './engine/model.js';
+export { Session, type SessionGenerateOptions } from './engine/session.js';
 export { Chat, type ChatOptions } from './generate/chat.js';
 export type { GenerateOptions, GeneratedToken, GenerationResult, FinishReason } from './generate/generate.js';
 export type { SamplingOptions } from './generate/sampler.js';
@@ -18,7 +18,8 @@ export type { ChatFormat, ChatMessage, ToolCall, ReplySyntax } from './tokenizer
 export { ReplyParser, type ReplyEvent } from './generate/reply.js';
 export { startServer, createApp, type ServerOptions, type RunningServer } from './server/server.js';
 export { WasteError, type WasteErrorCode } from './util/errors.js';
-export type { KimiLinearConfig, LayerKind } from './model/kimi-linear/config.js';
+export type { KimiLinearConfig } from './model/kimi-linear/config.js';
+export type { ModelConfig, LayerKind } from './core/model-config.js';
 export type { Kernels } from './kernels/types.js';
 export { tsKernels } from './kernels/ts/index.js';
 export { WasmKernels } from './kernels/wasm/index.js';
@@ -28,7 +29,7 @@ export { convert, type ConvertOptions, type ConvertResult } from './convert/conv
 export type { ConvertSettings } from './convert/plan.js';
 export { measureQuality, type QualityOptions, type QualityReport } from './quality/quality.js';
 
-import { Model as ModelClass, type OpenOptions as Options } from './engine.js';
+import { Model as ModelClass, type OpenOptions as Options } from './engine/model.js';
 /** Open a container (or a HuggingFace checkpoint, in f32) — the same as Model.open. */
 export function open(path: string, opts: Options = {}): Promise<ModelClass> {
   return ModelClass.open(path, opts);

@@ -1,11 +1,11 @@
+import { openModelContainer } from '../src/model/registry.js';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { describe, it } from 'node:test';
-import { openContainer } from '../src/container/open.js';
-import { Model } from '../src/engine.js';
+import { Model } from '../src/engine/model.js';
 import { WasteError } from '../src/util/errors.js';
 import { BIN, copyContainer, synth } from './helpers.js';
 
@@ -75,12 +75,12 @@ describe('checksums of trunk.bin and codebooks.bin', () => {
   it('a file of another length than recorded is refused at every open', () => {
     const longer = copyContainer(good);
     fs.appendFileSync(path.join(longer, 'trunk.bin'), Buffer.alloc(8));
-    assert.throws(() => openContainer(longer), /^WasteError: trunk\.bin: \d+ bytes, but manifest\.json's checksums say \d+; the file is longer than written$/);
+    assert.throws(() => openModelContainer(longer), /^WasteError: trunk\.bin: \d+ bytes, but manifest\.json's checksums say \d+; the file is longer than written$/);
     const shorter = copyContainer(good);
     const cb = path.join(shorter, 'codebooks.bin');
     // one whole codebook fewer: still a well-formed codebooks.bin
     fs.truncateSync(cb, fs.statSync(cb).size - (16 + 256 * 8 * 2));
-    assert.throws(() => openContainer(shorter), /^WasteError: codebooks\.bin: \d+ bytes, but manifest\.json's checksums say \d+; the file is truncated$/);
+    assert.throws(() => openModelContainer(shorter), /^WasteError: codebooks\.bin: \d+ bytes, but manifest\.json's checksums say \d+; the file is truncated$/);
   });
 
   it('a container without them (from a writer that predates them) says so and verifies', () => {
@@ -108,7 +108,7 @@ describe('checksums of trunk.bin and codebooks.bin', () => {
       const m = manifestOf(d);
       edit(m.checksums);
       fs.writeFileSync(path.join(d, 'manifest.json'), JSON.stringify(m));
-      assert.throws(() => openContainer(d), (e: unknown) => e instanceof WasteError && e.code === 'E_FORMAT' && re.test(e.message));
+      assert.throws(() => openModelContainer(d), (e: unknown) => e instanceof WasteError && e.code === 'E_FORMAT' && re.test(e.message));
     }
   });
 });

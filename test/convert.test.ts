@@ -1,3 +1,4 @@
+import { openModelContainer } from '../src/model/registry.js';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import * as crypto from 'node:crypto';
@@ -5,9 +6,8 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { before, describe, it } from 'node:test';
 import { SafetensorsSet } from '../src/checkpoint/safetensors.js';
-import { openContainer } from '../src/container/open.js';
 import { convert } from '../src/convert/convert.js';
-import { Model } from '../src/engine.js';
+import { Model } from '../src/engine/model.js';
 import { argmax, klDivergence } from '../src/quality/metrics.js';
 import { measureQuality } from '../src/quality/quality.js';
 import { decodeRecordMatrix } from '../src/quant/decode.js';
@@ -47,7 +47,7 @@ function compare(ref: Float32Array, q: Float32Array, vocab: number): { kl: numbe
 /** Relative Frobenius error of every routed expert matrix of a container against its source. */
 function expertError(src: string, dir: string): number {
   const st = SafetensorsSet.open(src);
-  const c = openContainer(dir);
+  const c = openModelContainer(dir);
   try {
     let num = 0;
     let den = 0;
@@ -88,7 +88,7 @@ describe('waste convert', () => {
   it('writes a container whose records verify and whose logits are close to the unquantized reference', async () => {
     assert.equal(resumed, false);
     assert.ok(!fs.existsSync(`${out}.partial`), 'the work directory is gone once published');
-    const c = openContainer(out);
+    const c = openModelContainer(out);
     try {
       assert.equal(c.quant?.name, 'VQ3R');
       assert.deepEqual([...c.banks.keys()], [1, 2, 3]);
@@ -132,7 +132,7 @@ describe('waste convert', () => {
   it('--trunk-bits 8 keeps the whole trunk in Q8G, closer to the reference', async () => {
     const out8 = path.join(tmpDir('conv8'), 'model');
     await convert(src, out8, { trunkBits: 8, threads: 1 });
-    const c = openContainer(out8);
+    const c = openModelContainer(out8);
     try {
       assert.equal(c.tensors.get('model.layers.0.mlp.gate_proj.weight')?.fmt, 2);
     } finally {

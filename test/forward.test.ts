@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { describe, it } from 'node:test';
-import { Model } from '../src/engine.js';
+import { Model } from '../src/engine/model.js';
 import { WasteError } from '../src/util/errors.js';
 import { GOLDEN_CASES } from './fixtures.js';
 import { ROOT, containerDigest, goldenDir, readF32, relErr, sameBits, synth } from './helpers.js';

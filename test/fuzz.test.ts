@@ -1,9 +1,9 @@
+import { openModelContainer } from '../src/model/registry.js';
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { describe, it } from 'node:test';
-import { openContainer } from '../src/container/open.js';
-import { Model } from '../src/engine.js';
+import { Model } from '../src/engine/model.js';
 import { WasteError } from '../src/util/errors.js';
 import { Rng } from '../src/util/prng.js';
 import { copyContainer, synth } from './helpers.js';
@@ -113,6 +113,6 @@ describe('fuzz: damaged containers fail cleanly', () => {
     const m = JSON.parse(manifestText);
     m.layers['1'].file = '/etc/hostname';
     fs.writeFileSync(path.join(d, 'manifest.json'), JSON.stringify(m));
-    assert.throws(() => openContainer(d), /must be a plain file name/);
+    assert.throws(() => openModelContainer(d), /must be a plain file name/);
   });
 });

@@ -1,11 +1,11 @@
+import { openModelContainer } from '../src/model/registry.js';
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { before, describe, it } from 'node:test';
-import { Model, type OpenOptions } from '../src/engine.js';
-import { openContainer } from '../src/container/open.js';
-import { planMemory } from '../src/runtime/plan.js';
-import { cgroupLimit, usableRam } from '../src/runtime/ram.js';
+import { Model, type OpenOptions } from '../src/engine/model.js';
+import { planMemory } from '../src/engine/plan.js';
+import { cgroupLimit, usableRam } from '../src/engine/ram.js';
 import { WasteError } from '../src/util/errors.js';
 import { parseSize } from '../src/util/size.js';
 import { copyContainer, sameBits, synth, tmpDir } from './helpers.js';
@@ -139,7 +139,7 @@ describe('runtime: placement decides speed, never the answer', () => {
 
 describe('the budget is a ceiling', () => {
   it('refuses to open below the floor, naming it', async () => {
-    const c = openContainer(dir);
+    const c = openModelContainer(dir);
     const plan = planMemory(c, { threads: 2 });
     c.close();
     await assert.rejects(Model.open(dir, { budget: plan.floorBytes - 1, threads: 2 }), (e: unknown) => {
@@ -148,7 +148,7 @@ describe('the budget is a ceiling', () => {
   });
 
   it('a session beyond those the budget reserved is refused, not allocated', async () => {
-    const c = openContainer(dir);
+    const c = openModelContainer(dir);
     const plan = planMemory(c, { threads: 2 });
     c.close();
     const m = await Model.open(dir, { budget: plan.floorBytes, threads: 2 });
@@ -165,7 +165,7 @@ describe('the budget is a ceiling', () => {
   });
 
   it('the plan: floor = trunk + state + scratch + one working set; default = floor + n working sets under 7/8 of RAM', () => {
-    const c = openContainer(dir);
+    const c = openModelContainer(dir);
     try {
       const big = planMemory(c, { threads: 2, ram: { physical: 64 * 2 ** 30, usable: 64 * 2 ** 30 } });
       assert.equal(big.workingSetRecords, 5 * 4);

@@ -1,13 +1,13 @@
+import { openModelContainer } from '../src/model/registry.js';
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { describe, it } from 'node:test';
-import { openContainer } from '../src/container/open.js';
-import { Model } from '../src/engine.js';
+import { Model } from '../src/engine/model.js';
 import { readGenerationDefaults } from '../src/generate/defaults.js';
 import { Arena } from '../src/memory/arena.js';
-import { openStreamFiles } from '../src/runtime/io.js';
+import { openStreamFiles } from '../src/experts/io.js';
 import { loadChatFormat } from '../src/tokenizer/chat.js';
 import { loadTokenizer } from '../src/tokenizer/load.js';
 import { WasteError } from '../src/util/errors.js';
@@ -52,13 +52,13 @@ describe('special files in place of regular ones', () => {
         it(`${name} as ${label}`, () => {
           const d = copyContainer(good);
           const f = replaceWith(d, name, make);
-          refuses(() => openContainer(d), f, kind);
+          refuses(() => openModelContainer(d), f, kind);
         });
 
     it('an expert bank swapped after the container was checked, when it is opened for streaming', () => {
       for (const [, make, kind] of KINDS) {
         const d = copyContainer(good);
-        const c = openContainer(d);
+        const c = openModelContainer(d);
         const arena = new Arena(1 << 20);
         try {
           const f = replaceWith(d, 'experts-L1.bin', make);

@@ -3,12 +3,15 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { storedSizes } from '../container/tensor.js';
 import type { Tensor } from '../container/tensor.js';
-import { Model } from '../engine.js';
+import { Model } from '../engine/model.js';
 import { WasmKernels } from '../kernels/wasm/index.js';
 import { cpuCount } from '../kernels/wasm/pool.js';
 import { Arena } from '../memory/arena.js';
 import { writeSyntheticContainer } from '../synth/synth.js';
 import { table, timeIt } from './measure.js';
+import type { LayerWeights } from '../model/kimi-linear/weights.js';
+import type { KimiConfig } from '../model/parts/kimi-config.js';
+import type { TrunkWeights } from '../model/parts/network.js';
 
 export interface LayerBenchRow {
   phase: string;
@@ -69,7 +72,8 @@ export async function benchLayers(opts: { dir?: string; layers?: number; experts
     log(`decoding with ${threads} thread${threads > 1 ? 's' : ''}…`);
     const m = await Model.open(dir, { threads, preloadExperts: true, maxContext: 256 });
     try {
-      const cfg = m.config;
+      // every architecture this build runs is of the Kimi family
+      const cfg = m.config as KimiConfig;
       const s = m.newSession();
       await s.forward([1, 2, 3, 4, 5, 6, 7, 8]);
       const prof = m.profile();
@@ -79,21 +83,23 @@ export async function benchLayers(opts: { dir?: string; layers?: number; experts
       result.tokensPerSecond[threads] = tokens / elapsed;
 
       // Bytes each phase must read per token, from the model's own tensors.
-      const w = (m as unknown as { net: { weights: import('../model/kimi-linear/weights.js').KimiLinearWeights } }).net.weights;
+      const w = (m.net as unknown as { weights: TrunkWeights<LayerWeights> }).weights;
       const count = (kind: string) => cfg.layerKinds.filter((k) => k.attn === kind || k.ffn === kind).length;
       const first = (pred: (l: (typeof w.layers)[number]) => boolean) => w.layers.find(pred)!;
       const phases: [string, number][] = [];
       const kdaL = w.layers.find((l) => l.attn.kind === 'kda');
       if (kdaL && kdaL.attn.kind === 'kda') {
         const a = kdaL.attn;
-        const mats = [a.qProj, a.kProj, a.vProj, a.fA, a.fB, a.bProj, a.gA, a.gB, a.oProj].reduce((t, x) => t + stored(x), 0);
+        const gate = 'low' in a.gate ? a.gate.low : [a.gate.full];
+        const mats = [a.qProj, a.kProj, a.vProj, a.fA, a.fB, a.bProj, ...gate, a.oProj].reduce((t, x) => t + stored(x), 0);
         phases.push(['kda', mats + 4 * cfg.kda.heads * cfg.kda.headDim * cfg.kda.headDim * 4]);
       }
       const mlaL = w.layers.find((l) => l.attn.kind === 'mla');
       if (mlaL && mlaL.attn.kind === 'mla') {
         const a = mlaL.attn;
         const pos = 8 + tokens / 2;
-        phases.push(['mla', [a.qProj, a.kvA, a.kvB, a.oProj].reduce((t, x) => t + stored(x), 0) + pos * (cfg.mla.kvLoraRank + cfg.mla.qkRope) * 4]);
+        const q = 'proj' in a.q ? [a.q.proj] : [a.q.a, a.q.b];
+        phases.push(['mla', [...q, a.kvA, a.kvB, ...(a.gProj ? [a.gProj] : []), a.oProj].reduce((t, x) => t + stored(x), 0) + pos * (cfg.mla.kvLoraRank + cfg.mla.qkRope) * 4]);
       }
       const moeL = first((l) => l.ffn.kind === 'moe');
       if (moeL && moeL.ffn.kind === 'moe') {

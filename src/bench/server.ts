@@ -1,4 +1,4 @@
-import { Model } from '../engine.js';
+import { Model } from '../engine/model.js';
 import { startServer } from '../server/server.js';
 
 /**

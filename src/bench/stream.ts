@@ -1,7 +1,7 @@
 import * as fs from 'node:fs';
-import { Model, type OpenOptions } from '../engine.js';
+import { Model, type OpenOptions } from '../engine/model.js';
 import { Arena } from '../memory/arena.js';
-import { ReaderPool, Status } from '../runtime/readers.js';
+import { ReaderPool, Status } from '../experts/readers.js';
 import { WasteError } from '../util/errors.js';
 
 export interface StreamBenchOptions extends OpenOptions {

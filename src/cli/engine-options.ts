@@ -1,7 +1,7 @@
 import { type Command, Option } from 'commander';
-import { CACHE_POLICIES, OPTION_BOUNDS, type OpenOptions } from '../open-options.js';
-import { DEFAULT_CHUNK } from '../runtime/plan.js';
-import { usableRam } from '../runtime/ram.js';
+import { CACHE_POLICIES, OPTION_BOUNDS, type OpenOptions } from '../engine/options.js';
+import { DEFAULT_CHUNK } from '../engine/plan.js';
+import { usableRam } from '../engine/ram.js';
 import { parseSize } from '../util/size.js';
 import { intArg } from './args.js';
 import { Progress } from './progress.js';

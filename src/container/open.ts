@@ -1,7 +1,8 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { type KimiLinearConfig, parseKimiLinearConfig } from '../model/kimi-linear/config.js';
-import { WasteError, fromSystemError, unsupported } from '../util/errors.js';
+import type { ModelConfig } from '../core/model-config.js';
+import type { Fields } from '../util/fields.js';
+import { WasteError, fromSystemError } from '../util/errors.js';
 import { readBytes } from '../util/read.js';
 import { ExpertBank } from './bank.js';
 import { bytesChecksum, checkChecksum, checkLength } from './checksums.js';
@@ -18,10 +19,10 @@ const MAX_CODEBOOK_BYTES = 1 << 30;
  * codebooks and one open bank per MoE layer. Nothing here has been trusted: every dimension is
  * bounded, every offset checked against the real file sizes, every bank against its shapes.
  */
-export interface Container {
+export interface Container<C extends ModelConfig = ModelConfig> {
   dir: string;
   manifest: Manifest;
-  config: KimiLinearConfig;
+  config: C;
   trunk: TrunkFile;
   /** Trunk index by full tensor name. */
   tensors: Map<string, TrunkEntry>;
@@ -31,12 +32,14 @@ export interface Container {
   close(): void;
 }
 
-export interface OpenContainerOptions {
+export interface OpenContainerOptions<C extends ModelConfig> {
+  /** Read the manifest's `config`: the model's architecture knows how (the container does not). */
+  parse: (config: Fields) => C;
   /** Hash trunk.bin and codebooks.bin against the manifest's checksums (their lengths are always checked). */
   verify?: boolean;
 }
 
-export function openContainer(dir: string, opts: OpenContainerOptions = {}): Container {
+export function openContainer<C extends ModelConfig>(dir: string, opts: OpenContainerOptions<C>): Container<C> {
   let st: fs.Stats;
   try {
     st = fs.statSync(dir);
@@ -46,10 +49,7 @@ export function openContainer(dir: string, opts: OpenContainerOptions = {}): Con
   if (!st.isDirectory()) throw new WasteError('E_IO', `${dir}: a container is a directory (with ${MANIFEST}, ${TRUNK}, …)`);
 
   const manifest = parseManifest(readBytes(path.join(dir, MANIFEST), MAX_MANIFEST_BYTES).toString('utf8'));
-  const modelType = manifest.config.given('model_type') ? manifest.config.raw('model_type') : 'kimi_linear';
-  if (modelType !== 'kimi_linear')
-    throw unsupported(`${MANIFEST}: config.model_type ${JSON.stringify(modelType)} (this build runs kimi_linear models)`);
-  const config = parseKimiLinearConfig(manifest.config);
+  const config = opts.parse(manifest.config);
 
   const opened: { close(): void }[] = [];
   try {
@@ -72,12 +72,13 @@ export function openContainer(dir: string, opts: OpenContainerOptions = {}): Con
         throw new WasteError('E_FORMAT', `${MANIFEST}: layers.${layer} describes an expert bank, but layer ${layer} is not a MoE layer`);
     if (moeLayers.length > 0) {
       if (!quant) throw new WasteError('E_FORMAT', `${MANIFEST}: expert_quant is required for a model with experts`);
-      const { hidden } = config;
+      // a routed expert reads and writes its width: the hidden size, or a latent one
+      const width = config.expertWidth;
       const { inter, experts } = config.moe;
-      if (hidden % quant.vecDim !== 0 || inter % quant.vecDim !== 0)
+      if (width % quant.vecDim !== 0 || inter % quant.vecDim !== 0)
         throw new WasteError(
           'E_FORMAT',
-          `${MANIFEST}: expert_quant.vec_dim ${quant.vecDim} does not divide hidden_size ${hidden} and moe_intermediate_size ${inter}`,
+          `${MANIFEST}: expert_quant.vec_dim ${quant.vecDim} does not divide the expert width ${width} and moe_intermediate_size ${inter}`,
         );
       const bytes = readBytes(path.join(dir, CODEBOOKS), MAX_CODEBOOK_BYTES);
       codebooks = parseCodebooks(bytes, quant);
@@ -86,7 +87,7 @@ export function openContainer(dir: string, opts: OpenContainerOptions = {}): Con
         checkLength(CODEBOOKS, sum, bytes.length);
         if (opts.verify) checkChecksum(CODEBOOKS, sum, bytesChecksum(bytes));
       }
-      const layout = recordLayout(hidden, inter, quant);
+      const layout = recordLayout(width, inter, quant);
       for (const layer of moeLayers) {
         const entry = manifest.banks.get(layer);
         if (!entry) throw new WasteError('E_FORMAT', `${MANIFEST}: layers.${layer} is missing; layer ${layer} is a MoE layer`);

@@ -8,7 +8,8 @@ import { writeFileAtomic, writeManifest } from '../container/write.js';
 import { WasmKernels } from '../kernels/wasm/index.js';
 import { cpuCount } from '../kernels/wasm/pool.js';
 import { Arena } from '../memory/arena.js';
-import { planWeights } from '../model/kimi-linear/weights.js';
+import { parseKimiLinearConfig } from '../model/kimi-linear/config.js';
+import { kimiLinear } from '../model/kimi-linear/index.js';
 import { CheckpointSource } from '../model/sources/checkpoint-source.js';
 import { WasteError, fromSystemError } from '../util/errors.js';
 import { formatSize } from '../util/size.js';
@@ -61,13 +62,14 @@ export async function convert(src: string, out: string, opts: ConvertOptions = {
   if (out === src || src.startsWith(out + path.sep)) throw new WasteError('E_ARG', `the container cannot be written over its own source (${out})`);
   checkOutput(out, opts.force ?? false);
 
-  const { raw, cfg } = readCheckpointConfig(src);
+  const { raw, fields } = readCheckpointConfig(src);
+  const cfg = parseKimiLinearConfig(fields);
   const st = SafetensorsSet.open(src);
   let kernels: WasmKernels | undefined;
   let job: Job | undefined;
   try {
     // every tensor the model needs, at the shape the config implies, before any work
-    planWeights(new CheckpointSource(st), cfg);
+    kimiLinear.planWeights(new CheckpointSource(st), cfg, undefined);
     const plan = planConversion(src, st, cfg, settings);
     job = Job.open(`${out}.partial`, plan.identity, settings, log);
     const { state } = job;

@@ -1,5 +1,5 @@
-import type { Session, SessionGenerateOptions } from '../session.js';
-import type { SessionOptions } from '../engine.js';
+import type { Session, SessionGenerateOptions } from '../engine/session.js';
+import type { SessionOptions } from '../engine/model.js';
 import type { ChatFormat, ChatMessage } from '../tokenizer/chat.js';
 import type { Tokenizer } from '../tokenizer/tokenizer.js';
 import { WasteError } from '../util/errors.js';

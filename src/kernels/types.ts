@@ -25,6 +25,19 @@ export interface Kernels {
   /** a ← silu(a) ⊙ b over n values. */
   siluMul(a: Float32Array, b: Float32Array, n: number): void;
 
+  /** a ← SiTU-GLU(a, b) = β·tanh(a/β)·σ(a) · β_l·tanh(b/β_l) over n values (b as it is when β_l is 0). */
+  situMul(a: Float32Array, b: Float32Array, n: number, beta: number, linearBeta: number): void;
+
+  /** a ← a ⊙ σ(g) over n values (an output gate). */
+  sigmoidMul(a: Float32Array, g: Float32Array, n: number): void;
+
+  /**
+   * An attention-residual mix of H-wide vectors: candidates v_0..v_{n−1} (`blocks`, [n][H]) then
+   * v_n = `cur`; s_i = (w · v_i) / sqrt(mean(v_i²) + eps); out = Σ softmax(s)_i v_i, in order.
+   * `out` must be a buffer of its own.
+   */
+  attnRes(blocks: Float32Array, n: number, cur: Float32Array, w: Float32Array, H: number, eps: number, out: Float32Array): void;
+
   /** x ← x + y over n values. */
   add(x: Float32Array, y: Float32Array, n: number): void;
 
@@ -79,7 +92,8 @@ export interface VqGeometry {
  * KDA preparation for one token, in place on q, k, v [C = H·D], g [C] and beta [H]:
  * causal depthwise conv over the history ring (K−1 past raw inputs per channel, oldest first; the
  * ring advances) then SiLU, for q, k and v; per-head L2 norm of q and k (eps inside the root), q
- * times D^-1/2; g ← −exp(A_log[h]) · softplus(g + dt_bias); beta ← sigmoid(beta).
+ * times D^-1/2; g ← −exp(A_log[h]) · softplus(g + dt_bias) — or, with a lower bound lb (K3's
+ * bounded gate), g ← lb · sigmoid(exp(A_log[h]) · (g + dt_bias)); beta ← sigmoid(beta).
  */
 export interface KdaPrep {
   q: Float32Array;
@@ -97,6 +111,8 @@ export interface KdaPrep {
   H: number;
   D: number;
   l2eps: number;
+  /** The bounded decay gate's lower bound (below 0); absent: the softplus gate. */
+  lowerBound?: number;
 }
 
 /**

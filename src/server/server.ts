@@ -5,7 +5,7 @@ import * as path from 'node:path';
 import { serve } from '@hono/node-server';
 import { Hono } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
-import { type OpenOptions, Model } from '../engine.js';
+import { type OpenOptions, Model } from '../engine/model.js';
 import { ApiError, anthropicErrorBody, asApiError, badRequest, openaiErrorBody } from './errors.js';
 import { Host } from './host.js';
 import { anthropicRoutes } from './anthropic.js';

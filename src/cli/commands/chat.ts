@@ -1,7 +1,7 @@
 import * as readline from 'node:readline';
 import { requireTokenizerFiles } from '../../tokenizer/load.js';
 import type { Command } from 'commander';
-import { Model } from '../../engine.js';
+import { Model } from '../../engine/model.js';
 import type { Chat } from '../../generate/chat.js';
 import { WasteError } from '../../util/errors.js';
 import { formatSize } from '../../util/size.js';

@@ -1,11 +1,11 @@
 import type { Command } from 'commander';
-import { openContainer } from '../../container/open.js';
 import { fmtName } from '../../container/format.js';
 import { rowsCols, storedSizes } from '../../container/tensor.js';
-import { countParams } from '../../model/kimi-linear/config.js';
+import { architecture, openModelContainer } from '../../model/registry.js';
+import type { KimiConfig } from '../../model/parts/kimi-config.js';
 import { VERSION } from '../../version.js';
 import { Arena } from '../../memory/arena.js';
-import { openStreamFiles } from '../../runtime/io.js';
+import { openStreamFiles } from '../../experts/io.js';
 import { formatSize } from '../../util/size.js';
 import { modelOrDemo } from '../default-model.js';
 
@@ -23,9 +23,11 @@ export function registerInfo(program: Command): void {
 }
 
 export function describe(dir: string) {
-  const c = openContainer(dir);
+  const c = openModelContainer(dir);
   try {
-    const cfg = c.config;
+    const arch = architecture(c.config.arch);
+    // every architecture this build runs is of the Kimi family
+    const cfg = c.config as KimiConfig;
     const prefix = c.manifest.tensorPrefix;
     let resident = 0;
     let embedding = 0;
@@ -44,7 +46,7 @@ export function describe(dir: string) {
       expertBytes += b.stride * b.experts;
       recordBytes = b.stride;
     }
-    const params = countParams(cfg);
+    const params = arch.countParams(cfg);
     // Probe the page-cache bypass the way the engine does when it opens the banks.
     let io = { odirect: false, note: 'no expert banks' as string | undefined };
     if (c.banks.size) {
@@ -58,7 +60,7 @@ export function describe(dir: string) {
     return {
       engine: `waste ${VERSION}`,
       path: dir,
-      arch: 'kimi-linear',
+      arch: arch.id,
       architecture: cfg.archName,
       layers: cfg.layers,
       pattern: kinds.map((k) => (k.attn === 'kda' ? 'K' : 'M')).join(''),
@@ -73,6 +75,9 @@ export function describe(dir: string) {
       mla: cfg.mla,
       denseIntermediate: cfg.denseInter,
       moe: cfg.moe,
+      latentMoe: cfg.latent ?? null,
+      attnResBlock: cfg.attnResBlock,
+      activation: cfg.act,
       params: { total: params.total, activePerToken: params.active },
       formats: {
         experts: q
@@ -110,8 +115,17 @@ function render(i: ReturnType<typeof describe>): string {
   if (i.moeLayers)
     lines.push([
       'MoE',
-      `${i.moe.experts} experts, top-${i.moe.topK}, width ${i.moe.inter}, ${i.moe.shared} shared, routed scale ${i.moe.routedScale}${i.moe.renormalize ? ', renormalized' : ''}`,
+      `${i.moe.experts} experts, top-${i.moe.topK}, width ${i.moe.inter}${i.latentMoe ? ` on a latent of ${i.latentMoe.width}${i.latentMoe.norm ? ' (normed)' : ''}` : ''}, ${i.moe.shared} shared, routed scale ${i.moe.routedScale}${i.moe.renormalize ? ', renormalized' : ''}`,
     ]);
+  const extras = [
+    i.attnResBlock ? `attention residuals (blocks of ${i.attnResBlock})` : '',
+    i.activation.kind === 'situ' ? `SiTU-GLU (β ${i.activation.beta}, linear β ${i.activation.linearBeta || 'none'})` : '',
+    i.kdaLayers && i.kda.gateLowerBound !== undefined ? `KDA bounded gate (${i.kda.gateLowerBound})` : '',
+    i.kdaLayers && i.kda.fullRankGate ? 'KDA full-rank output gate' : '',
+    i.mlaLayers && i.mla.qLoraRank ? `MLA q_lora ${i.mla.qLoraRank}` : '',
+    i.mlaLayers && i.mla.outputGate ? 'MLA output gate' : '',
+  ].filter(Boolean);
+  if (extras.length) lines.push(['features', extras.join(', ')]);
   lines.push(['params', `${p(i.params.total)} total, ${p(i.params.activePerToken)} active per token`]);
   const e = i.formats.experts;
   lines.push([

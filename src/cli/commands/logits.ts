@@ -1,6 +1,6 @@
 import * as fs from 'node:fs';
 import { type Command, Option } from 'commander';
-import { Model } from '../../engine.js';
+import { Model } from '../../engine/model.js';
 import { WasteError, fromSystemError } from '../../util/errors.js';
 import { parseIds } from '../args.js';
 import { type EngineFlags, addEngineOptions, openOptions } from '../engine-options.js';

@@ -1,10 +1,10 @@
 import type { Command } from 'commander';
-import { openContainer } from '../../container/open.js';
+import { openModelContainer } from '../../model/registry.js';
 import { cpuCount } from '../../kernels/wasm/pool.js';
-import { DEFAULT_CHUNK, planMemory } from '../../runtime/plan.js';
+import { DEFAULT_CHUNK, planMemory } from '../../engine/plan.js';
 import { formatSize, parseSize } from '../../util/size.js';
 import { intArg } from '../args.js';
-import { OPTION_BOUNDS } from '../../open-options.js';
+import { OPTION_BOUNDS } from '../../engine/options.js';
 import { modelOrDemo } from '../default-model.js';
 
 export function registerPlan(program: Command): void {
@@ -19,7 +19,7 @@ export function registerPlan(program: Command): void {
     .option('--sessions <n>', 'sessions the plan reserves state for (waste serve --sessions)', intArg(...OPTION_BOUNDS.sessions), 1)
     .option('--json', 'print JSON', false)
     .action((model: string | undefined, o: { ctx: number; budget?: string; threads?: number; chunk: number; sessions: number; json: boolean }) => {
-      const c = openContainer(modelOrDemo(model));
+      const c = openModelContainer(modelOrDemo(model));
       try {
         const plan = planMemory(c, { maxContext: o.ctx, threads: o.threads ?? cpuCount(), chunk: o.chunk, sessions: o.sessions });
         let budget = o.budget !== undefined ? parseSize(o.budget, plan.ram.usable, 'budget') : undefined;

@@ -6,7 +6,7 @@ import { table } from '../../bench/measure.js';
 import { requireTokenizer } from '../../tokenizer/load.js';
 import { intArg } from '../args.js';
 import { Progress } from '../progress.js';
-import { OPTION_BOUNDS } from '../../open-options.js';
+import { OPTION_BOUNDS } from '../../engine/options.js';
 
 export function registerQuality(program: Command): void {
   program

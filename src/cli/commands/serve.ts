@@ -4,7 +4,7 @@ import { intArg } from '../args.js';
 import { modelOrDemo } from '../default-model.js';
 import { type EngineFlags, addEngineOptions, openOptions } from '../engine-options.js';
 import { parseSize } from '../../util/size.js';
-import { OPTION_BOUNDS } from '../../open-options.js';
+import { OPTION_BOUNDS } from '../../engine/options.js';
 
 interface ServeFlags extends EngineFlags {
   host: string;

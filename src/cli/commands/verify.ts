@@ -2,7 +2,7 @@ import * as path from 'node:path';
 import type { Command } from 'commander';
 import { checkChecksum, fileChecksum } from '../../container/checksums.js';
 import { CODEBOOKS } from '../../container/codebooks.js';
-import { openContainer } from '../../container/open.js';
+import { openModelContainer } from '../../model/registry.js';
 import { TRUNK } from '../../container/trunk.js';
 import { WasteError } from '../../util/errors.js';
 import { Progress } from '../progress.js';
@@ -16,7 +16,7 @@ export function registerVerify(program: Command): void {
     .argument('[model]', 'container directory or model name (default: the demo model that ships with waste)')
     .option('-q, --quiet', 'no progress output', false)
     .action((model: string | undefined, o: { quiet: boolean }) => {
-      const c = openContainer(modelOrDemo(model));
+      const c = openModelContainer(modelOrDemo(model));
       try {
         const sums = c.manifest.checksums;
         const files = [...sums.keys()];

@@ -81,6 +81,12 @@ function weightAt(w: Tensor, row: number, col: number): number {
 
 const sigmoid = (z: number): number => 1 / (1 + Math.exp(-z));
 
+/** SiTU-GLU: β·tanh(g/β)·σ(g) · β_l·tanh(u/β_l) (u as it is when β_l is 0). */
+function situ(g: number, u: number, beta: number, linearBeta: number): number {
+  const gate = beta * Math.tanh(g / beta) * sigmoid(g);
+  return gate * (linearBeta > 0 ? linearBeta * Math.tanh(u / linearBeta) : u);
+}
+
 export const tsKernels: Kernels = {
   name: 'typescript',
 
@@ -108,6 +114,40 @@ export const tsKernels: Kernels = {
 
   siluMul(a, b, n) {
     for (let i = 0; i < n; i++) a[i] = (a[i] / (1 + Math.exp(-a[i]))) * b[i];
+  },
+
+  situMul(a, b, n, beta, linearBeta) {
+    for (let i = 0; i < n; i++) a[i] = situ(a[i], b[i], beta, linearBeta);
+  },
+
+  sigmoidMul(a, g, n) {
+    for (let i = 0; i < n; i++) a[i] *= sigmoid(g[i]);
+  },
+
+  attnRes(blocks, n, cur, w, H, eps, out) {
+    // candidate i is block i for i < n, the current partial sum last
+    const at = (i: number) => (i < n ? blocks.subarray(i * H, (i + 1) * H) : cur);
+    const score = new Float64Array(n + 1);
+    let max = -Infinity;
+    for (let i = 0; i <= n; i++) {
+      const v = at(i);
+      let ss = 0;
+      let dot = 0;
+      for (let j = 0; j < H; j++) {
+        ss += v[j] * v[j];
+        dot += v[j] * w[j];
+      }
+      score[i] = dot / Math.sqrt(ss / H + eps);
+      max = Math.max(max, score[i]);
+    }
+    let sum = 0;
+    for (let i = 0; i <= n; i++) sum += (score[i] = Math.exp(score[i] - max));
+    for (let i = 0; i <= n; i++) score[i] /= sum;
+    for (let j = 0; j < H; j++) {
+      let acc = 0;
+      for (let i = 0; i <= n; i++) acc += score[i] * at(i)[j];
+      out[j] = acc;
+    }
   },
 
   add(x, y, n) {
@@ -181,10 +221,11 @@ export const tsKernels: Kernels = {
         p.k[h * D + j] *= rk;
       }
       const a = Math.exp(p.aLog[h]);
+      const lb = p.lowerBound;
       for (let j = 0; j < D; j++) {
         const i = h * D + j;
         const z = p.g[i] + p.dtBias[i];
-        p.g[i] = -a * (z > 20 ? z : Math.log1p(Math.exp(z)));
+        p.g[i] = lb === undefined ? -a * (z > 20 ? z : Math.log1p(Math.exp(z))) : lb * sigmoid(a * z);
       }
       p.beta[h] = sigmoid(p.beta[h]);
     }

@@ -3,7 +3,6 @@ import type { Tensor } from '../../container/tensor.js';
 import { type Arena, arenaOf } from '../../memory/arena.js';
 import { WasteError } from '../../util/errors.js';
 import type { KdaPrep, Kernels, MlaHeads, VqGeometry } from '../types.js';
-import type { KimiLinearConfig } from '../../model/kimi-linear/config.js';
 import { type KernelExports, type ParallelKernel, instantiate, kernelModule } from './module.js';
 import { KernelPool } from './pool.js';
 
@@ -16,21 +15,15 @@ function prepStride(cols: number, G: number): number {
 /** Per-thread scratch inside each arena (tile accumulators, the KDA update vector, a row). */
 const TMP_STRIDE = 64 * 1024;
 
-/** The widest input any trunk product of the model takes. */
-function widestInput(cfg: KimiLinearConfig): number {
-  const m = cfg.mla;
-  return Math.max(cfg.hidden, cfg.denseInter, cfg.kda.heads * cfg.kda.headDim, cfg.kda.headDim, m.heads * m.vHead, m.kvLoraRank, cfg.moe.inter * Math.max(1, cfg.moe.shared));
-}
-
-/** Prepared-activation bytes for `chunk` tokens of the widest input (any group size up to 1024). */
-function prepBytesFor(cfg: KimiLinearConfig, chunk: number): number {
-  const cols = widestInput(cfg) + 1024;
+/** Prepared-activation bytes for `chunk` tokens of an input `widest` wide (any group size up to 1024). */
+function prepBytesFor(widest: number, chunk: number): number {
+  const cols = widest + 1024;
   return chunk * (cols * 4 + Math.ceil(cols / 32) * 12 + 16);
 }
 
-/** Bytes the kernels take in each arena: per-thread scratch and prepared activations. */
-export function kernelArenaBytes(cfg: KimiLinearConfig, chunk: number, threads: number): number {
-  return threads * TMP_STRIDE + 4096 + Math.ceil(prepBytesFor(cfg, chunk) / 64) * 64 + 64;
+/** Bytes the kernels take in each arena: per-thread scratch and prepared activations for inputs up to `widest`. */
+export function kernelArenaBytes(widest: number, chunk: number, threads: number): number {
+  return threads * TMP_STRIDE + 4096 + Math.ceil(prepBytesFor(widest, chunk) / 64) * 64 + 64;
 }
 /**
  * Below this much work (≈ multiply-adds) a call runs on the calling thread alone: handing rows to
@@ -61,14 +54,15 @@ export class WasmKernels implements Kernels {
   }
 
   /**
-   * Kernels for `threads` threads (the caller counts as one) over the given arenas. With a model
-   * config, each arena's prepared-activation buffer is sized for it up front (see kernelArenaBytes).
+   * Kernels for `threads` threads (the caller counts as one) over the given arenas. Given the
+   * model's widest input and chunk, each arena's prepared-activation buffer is sized for them up
+   * front (see kernelArenaBytes).
    */
-  static async create(threads: number, arenas: Arena[], model?: { cfg: KimiLinearConfig; chunk: number }): Promise<WasmKernels> {
+  static async create(threads: number, arenas: Arena[], model?: { widest: number; chunk: number }): Promise<WasmKernels> {
     if (!(Number.isInteger(threads) && threads >= 1 && threads <= 256))
       throw new WasteError('E_ARG', `threads must be an integer in 1..256 (got ${threads})`);
     const pool = threads > 1 ? await KernelPool.create(kernelModule(), threads, arenas) : undefined;
-    const k = new WasmKernels(threads, pool, model ? prepBytesFor(model.cfg, model.chunk) : 0);
+    const k = new WasmKernels(threads, pool, model ? prepBytesFor(model.widest, model.chunk) : 0);
     for (const a of arenas) k.bind(a);
     return k;
   }
@@ -152,6 +146,25 @@ export class WasmKernels implements Kernels {
     this.bind(a).ex.silu_mul(this.at(x, a, 'a'), this.at(y, a, 'b'), n);
   }
 
+  situMul(x: Float32Array, y: Float32Array, n: number, beta: number, linearBeta: number): void {
+    const a = this.arenaOfView(x, 'a');
+    this.bind(a).ex.situ_mul(this.at(x, a, 'a'), this.at(y, a, 'b'), n, beta, linearBeta);
+  }
+
+  sigmoidMul(x: Float32Array, g: Float32Array, n: number): void {
+    const a = this.arenaOfView(x, 'a');
+    this.bind(a).ex.sigmoid_mul(this.at(x, a, 'a'), this.at(g, a, 'g'), n);
+  }
+
+  attnRes(blocks: Float32Array, n: number, cur: Float32Array, w: Float32Array, H: number, eps: number, out: Float32Array): void {
+    const a = this.arenaOfView(out, 'out');
+    const b = this.bind(a);
+    if (8 * (n + 1) > TMP_STRIDE) throw new WasteError('E_STATE', `an attention-residual mix of ${n + 1} candidates is more than the kernels' scratch holds`);
+    // blocks may be empty (n = 0): then its offset is never read
+    const bl = n > 0 ? this.at(blocks, a, 'blocks') : 0;
+    b.ex.attn_res(bl, n, this.at(cur, a, 'cur'), this.at(w, a, 'w'), H, eps, this.at(out, a, 'out'), b.tmp);
+  }
+
   add(x: Float32Array, y: Float32Array, n: number): void {
     const a = this.arenaOfView(x, 'x');
     this.bind(a).ex.add(this.at(x, a, 'x'), this.at(y, a, 'y'), n);
@@ -182,7 +195,7 @@ export class WasmKernels implements Kernels {
     const at = (v: Float32Array, n: string) => this.at(v, a, n);
     this.bind(a).ex.kda_prep(
       at(p.q, 'q'), at(p.k, 'k'), at(p.v, 'v'), at(p.taps[0], 'taps'), at(p.taps[1], 'taps'), at(p.taps[2], 'taps'), at(p.ring, 'ring'),
-      p.C, p.K, at(p.g, 'g'), at(p.dtBias, 'dtBias'), at(p.aLog, 'aLog'), at(p.beta, 'beta'), p.H, p.D, p.l2eps,
+      p.C, p.K, at(p.g, 'g'), at(p.dtBias, 'dtBias'), at(p.aLog, 'aLog'), at(p.beta, 'beta'), p.H, p.D, p.l2eps, p.lowerBound ?? 0,
     );
   }
 

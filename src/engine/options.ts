@@ -1,6 +1,6 @@
-import type { CachePolicy } from './runtime/cache.js';
-import { DEFAULT_CHUNK } from './runtime/plan.js';
-import { WasteError } from './util/errors.js';
+import type { CachePolicy } from '../experts/cache.js';
+import { DEFAULT_CHUNK } from './plan.js';
+import { WasteError } from '../util/errors.js';
 
 export interface OpenOptions {
   /** RAM ceiling in bytes for everything the engine allocates (default: the plan's default budget). */

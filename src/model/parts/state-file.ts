@@ -1,10 +1,9 @@
 import { crc32 } from '../../util/crc32.js';
 import { WasteError } from '../../util/errors.js';
-import type { KimiLinearConfig } from './config.js';
-import type { KimiLinearState } from './state.js';
+import type { KimiState, StateGeometry } from './state.js';
 
 /**
- * A saved session: everything a Kimi-Linear sequence carries from one token to the next — each KDA
+ * A saved session: everything a sequence of a Kimi-family model (Kimi-Linear, Kimi K3) carries from one token to the next — each KDA
  * layer's recurrent state and convolution history, each MLA layer's latents for the positions
  * consumed — with the token history, so that continuing after a load is bit for bit continuing
  * without a stop. Little-endian:
@@ -24,15 +23,15 @@ const HEADER = 4 * 2 + 32 + 4 * 8;
 const MAX_META = 64 << 20;
 const pad4 = (n: number) => (n + 3) & ~3;
 
-function layerFloats(cfg: KimiLinearConfig, pos: number): number[] {
+function layerFloats(cfg: StateGeometry, pos: number): number[] {
   const { heads: H, headDim: D, convKernel: K } = cfg.kda;
   const W = cfg.mla.kvLoraRank + cfg.mla.qkRope;
   return cfg.layerKinds.map((k) => (k.attn === 'kda' ? H * D * D + 3 * H * D * (K - 1) : pos * W));
 }
 
 export function encodeState(
-  cfg: KimiLinearConfig,
-  state: KimiLinearState,
+  cfg: StateGeometry,
+  state: KimiState,
   history: readonly number[],
   logits: Float32Array | undefined,
   meta: Uint8Array,
@@ -69,18 +68,18 @@ export function encodeState(
 }
 
 /** The largest file a session of `limit` positions can be saved as: what a load reads at most. */
-export function maxStateBytes(cfg: KimiLinearConfig, limit: number): number {
+export function maxStateBytes(cfg: StateGeometry, limit: number): number {
   return fileBytes(cfg, limit, cfg.vocab, MAX_META);
 }
 
-function fileBytes(cfg: KimiLinearConfig, pos: number, nLogits: number, nMeta: number): number {
+function fileBytes(cfg: StateGeometry, pos: number, nLogits: number, nMeta: number): number {
   return HEADER + 4 * pos + 4 * nLogits + pad4(nMeta) + 4 * layerFloats(cfg, pos).reduce((a, b) => a + b, 0) + 4;
 }
 
 /** Check `data` and load it into `state`; returns the token history and last logits. Nothing is changed on failure. */
 export function decodeState(
-  cfg: KimiLinearConfig,
-  state: KimiLinearState,
+  cfg: StateGeometry,
+  state: KimiState,
   data: Uint8Array,
   identity: Uint8Array,
   file: string,
@@ -136,10 +135,10 @@ export function decodeState(
   return { history, logits, meta };
 }
 
-function writeHeader(dv: DataView, cfg: KimiLinearConfig, pos: number, nLogits: number, nMeta: number, identity: Uint8Array): void {
+function writeHeader(dv: DataView, cfg: StateGeometry, pos: number, nLogits: number, nMeta: number, identity: Uint8Array): void {
   dv.setUint32(0, MAGIC, true);
   dv.setUint32(4, VERSION, true);
   for (let i = 0; i < 32; i++) dv.setUint8(8 + i, identity[i]);
   const { heads: H, headDim: D, convKernel: K } = cfg.kda;
-  [cfg.layers, H, D, K, cfg.mla.kvLoraRank + cfg.mla.qkRope, pos, nLogits, nMeta].forEach((v, i) => dv.setUint32(40 + 4 * i, v, true));
+  [cfg.layerKinds.length, H, D, K, cfg.mla.kvLoraRank + cfg.mla.qkRope, pos, nLogits, nMeta].forEach((v, i) => dv.setUint32(40 + 4 * i, v, true));
 }

@@ -1,26 +1,24 @@
-import { writeFileAtomic } from './container/write.js';
-import { type GenerationDefaults, withDefaults } from './generate/defaults.js';
-import { type GenerateOptions, type GeneratedToken, type GenerationResult, generateTokens } from './generate/generate.js';
-import type { KimiLinearConfig } from './model/kimi-linear/config.js';
-import type { KimiLinearModel } from './model/kimi-linear/forward.js';
-import type { KimiLinearState } from './model/kimi-linear/state.js';
-import { decodeState, encodeState, maxStateBytes } from './model/kimi-linear/state-file.js';
-import type { Tokenizer } from './tokenizer/tokenizer.js';
-import { WasteError } from './util/errors.js';
-import { readBytes } from './util/read.js';
-import { yieldToLoop } from './util/yield-to-loop.js';
+import { writeFileAtomic } from '../container/write.js';
+import { type GenerationDefaults, withDefaults } from '../generate/defaults.js';
+import { type GenerateOptions, type GeneratedToken, type GenerationResult, generateTokens } from '../generate/generate.js';
+import type { ModelConfig } from '../core/model-config.js';
+import type { Network, SequenceState } from '../model/architecture.js';
+import type { Tokenizer } from '../tokenizer/tokenizer.js';
+import { WasteError } from '../util/errors.js';
+import { readBytes } from '../util/read.js';
+import { yieldToLoop } from '../util/yield-to-loop.js';
 
 /** What a session needs from its model (kept narrow so the model can hand it out). */
 export interface SessionHost {
-  readonly net: KimiLinearModel;
-  readonly config: KimiLinearConfig;
+  readonly net: Network;
+  readonly config: ModelConfig;
   /** The model's tokenizer; throws a clear error when it has none. */
   tokenizer(): Tokenizer;
   /** Sampling settings the model recommends (generation_config.json); options given explicitly win. */
   generationDefaults(): GenerationDefaults;
   /** A digest of the model's weights and shapes: a saved session loads only into the same model. */
   identity(): Uint8Array;
-  release(state: KimiLinearState): void;
+  release(state: SequenceState): void;
   /** Run one forward pass at a time: sessions share the model's scratch memory. */
   exclusive<T>(fn: () => Promise<T>): Promise<T>;
 }
@@ -42,7 +40,7 @@ export class Session {
 
   constructor(
     private readonly host: SessionHost,
-    private readonly state: KimiLinearState,
+    private readonly state: SequenceState,
   ) {}
 
   /** Tokens consumed so far. */
@@ -148,7 +146,7 @@ export class Session {
   save(file: string, data: unknown = null): void {
     if (this.released) throw new WasteError('E_STATE', 'the session has been closed');
     const meta = new TextEncoder().encode(JSON.stringify(data));
-    writeFileAtomic(file, encodeState(this.host.config, this.state, this.tokens, this.last, meta, this.host.identity()));
+    writeFileAtomic(file, this.host.net.encodeState(this.state, this.tokens, this.last, meta, this.host.identity()));
   }
 
   /**
@@ -158,9 +156,9 @@ export class Session {
    */
   load(file: string, check: (data: unknown) => void = () => {}): unknown {
     if (this.released) throw new WasteError('E_STATE', 'the session has been closed');
-    const data = readBytes(file, maxStateBytes(this.host.config, this.state.limit));
+    const data = readBytes(file, this.host.net.maxStateBytes(this.state.limit));
     let saved: unknown;
-    const { history, logits } = decodeState(this.host.config, this.state, data, this.host.identity(), file, (meta) => {
+    const { history, logits } = this.host.net.decodeState(this.state, data, this.host.identity(), file, (meta) => {
       try {
         saved = JSON.parse(new TextDecoder().decode(meta));
       } catch {

@@ -1,11 +1,10 @@
 import type { Container } from '../container/open.js';
 import type { ExpertQuant } from '../container/format.js';
-import type { KimiLinearConfig } from '../model/kimi-linear/config.js';
+import type { ModelConfig } from '../core/model-config.js';
 import { ARENA_RESERVED, MAX_ARENA_BYTES, WASM_PAGE } from '../memory/arena.js';
 import { aligned } from '../memory/align.js';
-import { KimiLinearModel } from '../model/kimi-linear/forward.js';
-import { KimiLinearState } from '../model/kimi-linear/state.js';
-import { planWeights } from '../model/kimi-linear/weights.js';
+import type { Architecture } from '../model/architecture.js';
+import { architecture } from '../model/registry.js';
 import { ContainerSource } from '../model/sources/container-source.js';
 import { kernelArenaBytes } from '../kernels/wasm/index.js';
 import { WasteError } from '../util/errors.js';
@@ -74,25 +73,27 @@ export interface MemoryPlan {
 /** Slack per arena for the alignment of its allocations. */
 const ARENA_SLACK = 64 * 1024;
 
+/** The plan for a container: its architecture sizes everything from the manifest alone, no weight read. */
 export function planMemory(c: Container, opts: PlanOptions = {}): MemoryPlan {
   let stride = 0;
   for (const b of c.banks.values()) stride = Math.max(stride, b.stride);
-  return planFor(c.config, planWeights(new ContainerSource(c), c.config, c.quant), stride, c.quant, opts);
+  const arch = architecture(c.config.arch);
+  return planFor(arch, c.config, arch.planWeights(new ContainerSource(c), c.config, c.quant), stride, c.quant, opts);
 }
 
 /**
  * The plan for a model whose trunk groups take `groups` bytes and whose expert records take
  * `stride` bytes each (0: no streamed experts, e.g. a checkpoint with its experts in the trunk).
  */
-export function planFor(cfg: KimiLinearConfig, groups: number[], stride: number, q: ExpertQuant | undefined, opts: PlanOptions = {}): MemoryPlan {
+export function planFor(arch: Architecture, cfg: ModelConfig, groups: number[], stride: number, q: ExpertQuant | undefined, opts: PlanOptions = {}): MemoryPlan {
   const maxContext = opts.maxContext ?? 4096;
   const chunk = opts.chunk ?? DEFAULT_CHUNK;
   const threads = opts.threads ?? 1;
   const sessions = opts.sessions ?? 1;
   const cap = Math.min(opts.arenaBytes ?? MAX_ARENA_BYTES, MAX_ARENA_BYTES);
-  const statePerLayer = KimiLinearState.layerBytes(cfg, maxContext);
+  const statePerLayer = arch.stateBytes(cfg, maxContext);
   const weighted = groups.map((g, i) => g + (i < cfg.layers ? sessions * statePerLayer[i] : 0));
-  const scratch = aligned(KimiLinearModel.scratchBytes(cfg, chunk, maxContext, q)) + kernelArenaBytes(cfg, chunk, threads) + ARENA_SLACK;
+  const scratch = aligned(arch.scratchBytes(cfg, chunk, maxContext, q)) + kernelArenaBytes(arch.widestInput(cfg), chunk, threads) + ARENA_SLACK;
   const moeLayers = stride ? cfg.layerKinds.filter((k) => k.ffn === 'moe').length : 0;
   const wsRecords = moeLayers * cfg.moe.topK;
   const totalExperts = moeLayers * cfg.moe.experts;

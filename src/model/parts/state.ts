@@ -1,14 +1,22 @@
 import type { Arena } from '../../memory/arena.js';
 import { WasteError } from '../../util/errors.js';
-import type { KimiLinearConfig } from './config.js';
+import type { LayerKind } from '../../core/model-config.js';
+
+/** What the state's sizes depend on: the layer kinds, the KDA and MLA widths (and the vocabulary, for saved logits). */
+export interface StateGeometry {
+  layerKinds: LayerKind[];
+  vocab: number;
+  kda: { heads: number; headDim: number; convKernel: number };
+  mla: { kvLoraRank: number; qkRope: number };
+}
 
 /**
- * Per-sequence state of a Kimi-Linear model, each layer's part in that layer's arena: for KDA
+ * Per-sequence state of a Kimi-family model (Kimi-Linear and K3 carry the same kinds), each layer's part in that layer's arena: for KDA
  * layers the recurrent state S [H][D][D] and the short-convolution history (the last K−1 raw
  * inputs of q, k and v per channel, oldest first); for MLA layers the compressed latent
  * (normalised c ‖ k_pe) of every position up to the context length.
  */
-export class KimiLinearState {
+export class KimiState {
   /** Tokens consumed so far (the next position). */
   pos = 0;
   /** Positions the state has room for. */
@@ -19,7 +27,7 @@ export class KimiLinearState {
   readonly mla: ({ cache: Float32Array } | null)[];
   readonly latentWidth: number;
 
-  constructor(cfg: KimiLinearConfig, maxContext: number, arenas: Arena[]) {
+  constructor(cfg: StateGeometry, maxContext: number, arenas: Arena[]) {
     if (!(Number.isInteger(maxContext) && maxContext >= 1))
       throw new WasteError('E_ARG', `context length must be a positive integer (got ${maxContext})`);
     this.maxContext = maxContext;
@@ -33,7 +41,7 @@ export class KimiLinearState {
   }
 
   /** Bytes one session's state takes in each layer's arena, for `maxContext` positions. */
-  static layerBytes(cfg: KimiLinearConfig, maxContext: number): number[] {
+  static layerBytes(cfg: StateGeometry, maxContext: number): number[] {
     const { heads: H, headDim: D, convKernel: K } = cfg.kda;
     const al = (n: number) => Math.ceil(n / 64) * 64;
     return cfg.layerKinds.map((k) =>

@@ -1,0 +1,22 @@
+import type { Arena } from '../memory/arena.js';
+
+/**
+ * Where a model's routed experts come from, as the forward pass sees it. The model says which
+ * experts a layer needs and how to compute one; the store decides how they get into memory (a
+ * cache hit, a read on a reader thread, how many at a time) and hands each record over as it
+ * lands, in whatever order that is — the model's sums are in its own fixed order afterwards, so the
+ * order of landing changes nothing.
+ */
+export interface ExpertStore {
+  /**
+   * Call `compute(expert, record, arena)` once for every expert of `ids` of MoE layer `layer`, as
+   * its record is in memory (`record` lives in `arena` and is valid only during the call). After
+   * the first requests are issued and before waiting on any, `meanwhile` runs once: work that
+   * overlaps the reads (the shared experts).
+   */
+  each(layer: number, ids: readonly number[], compute: (expert: number, record: Uint8Array, arena: Arena) => void, meanwhile?: () => void): void;
+  /** Decode: how many of the next MoE layer's likeliest experts the model should name (0 = none). */
+  readonly lookahead: number;
+  /** A guess at what layer `layer` will ask for next: read ahead, if there is room. */
+  prefetch(layer: number, ids: readonly number[]): void;
+}

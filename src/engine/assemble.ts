@@ -1,0 +1,184 @@
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { readCheckpointConfig } from '../checkpoint/config.js';
+import { SafetensorsSet } from '../checkpoint/safetensors.js';
+import type { Container } from '../container/open.js';
+import type { ModelConfig } from '../core/model-config.js';
+import { type CacheStats, ExpertCache } from '../experts/cache.js';
+import { type StreamFiles, openStreamFiles } from '../experts/io.js';
+import { ReaderPool } from '../experts/readers.js';
+import { StreamedExperts } from '../experts/streamed.js';
+import { tsKernels } from '../kernels/ts/index.js';
+import type { Kernels } from '../kernels/types.js';
+import { WasmKernels } from '../kernels/wasm/index.js';
+import { cpuCount } from '../kernels/wasm/pool.js';
+import { ARENA_RESERVED, Arena } from '../memory/arena.js';
+import { MemoryBudget } from '../memory/budget.js';
+import type { Architecture, Network, SequenceState } from '../model/architecture.js';
+import { architecture, architectureOf, openModelContainer } from '../model/registry.js';
+import { CheckpointSource } from '../model/sources/checkpoint-source.js';
+import { ContainerSource } from '../model/sources/container-source.js';
+import type { WeightSource } from '../model/sources/source.js';
+import { resolveModel } from '../store/names.js';
+import { WasteError } from '../util/errors.js';
+import { formatSize } from '../util/size.js';
+import { type OpenOptions, type ResolvedOpenOptions, resolveOpenOptions } from './options.js';
+import { type MemoryPlan, planFor } from './plan.js';
+
+/** The name of the learned hotlist next to a container. */
+export const USAGE_FILE = 'usage.waste';
+
+/** Everything an open model is made of. */
+export interface ModelParts {
+  dir: string;
+  kind: 'container' | 'checkpoint';
+  container: Container | undefined;
+  config: ModelConfig;
+  arch: Architecture;
+  net: Network;
+  kernels: Kernels;
+  threads: number;
+  plan: MemoryPlan;
+  budget: MemoryBudget;
+  cache: ExpertCache | undefined;
+  store: StreamedExperts | undefined;
+  files: StreamFiles | undefined;
+  /** The reserved sessions' states, allocated at open so the budget covers them from the start. */
+  states: SequenceState[];
+  /** Release what the model holds (threads, descriptors), after its last forward pass. */
+  close(): Promise<void>;
+}
+
+/** Cache statistics of a model without expert banks. */
+export const NO_CACHE: CacheStats = { slots: 0, hits: 0, misses: 0, bytesRead: 0, speculativeReads: 0, speculativeUsed: 0, speculativeBytes: 0, readWaitSeconds: 0, warmed: 0 };
+
+/**
+ * A budget is a ceiling the cache is sized to: one above what the machine can hold would size a
+ * cache that pages, where hits become page faults. Such a budget is lowered to usable RAM, and
+ * the caller told.
+ */
+function withinRam(budget: number | undefined, usable: number, warn: (m: string) => void): number | undefined {
+  if (budget === undefined || budget <= usable) return budget;
+  warn(`the budget of ${formatSize(budget)} is more than the ${formatSize(usable)} of usable RAM on this machine; using ${formatSize(usable)}`);
+  return usable;
+}
+
+/** Where a model's weights come from, opened and checked, and what its architecture is. */
+interface Opened {
+  kind: 'container' | 'checkpoint';
+  container?: Container;
+  config: ModelConfig;
+  arch: Architecture;
+  source: WeightSource;
+  close(): void;
+}
+
+function openSource(dir: string, o: ResolvedOpenOptions): Opened {
+  // a checkpoint folder (config.json and safetensors) is run with every weight in f32: the reference
+  if (!fs.existsSync(path.join(dir, 'manifest.json')) && fs.existsSync(path.join(dir, 'config.json'))) {
+    const { fields } = readCheckpointConfig(dir);
+    const arch = architectureOf(fields);
+    const config = arch.parseConfig(fields);
+    const st = SafetensorsSet.open(dir);
+    return { kind: 'checkpoint', config, arch, source: new CheckpointSource(st), close: () => st.close() };
+  }
+  const container = openModelContainer(dir, { verify: o.verify });
+  return { kind: 'container', container, config: container.config, arch: architecture(container.config.arch), source: new ContainerSource(container), close: () => container.close() };
+}
+
+/**
+ * Open a model, one step for every kind of model: resolve its name, read its config with its
+ * architecture, plan memory, refuse a budget below the floor, create the arenas, load the trunk,
+ * start the kernels and (for a container) the expert cache and its readers, and build the forward
+ * pass. Anything that fails on the way releases what was made before it.
+ */
+export async function assemble(model: string, opts: OpenOptions): Promise<ModelParts> {
+  const dir = resolveModel(model);
+  const o = resolveOpenOptions(opts, cpuCount());
+  const { threads, ioThreads, chunk, maxContext, sessions } = o;
+  const src = openSource(dir, o);
+  const { config: cfg, arch, container } = src;
+  let kernels: Kernels | undefined;
+  let files: StreamFiles | undefined;
+  let readers: ReaderPool | undefined;
+  try {
+    let stride = 0;
+    for (const b of container?.banks.values() ?? []) stride = Math.max(stride, b.stride);
+    const plan = planFor(arch, cfg, arch.planWeights(src.source, cfg, container?.quant), stride, container?.quant, { maxContext, chunk, threads, sessions, arenaBytes: o.arenaBytes });
+    let budgetBytes: number;
+    if (src.kind === 'checkpoint') {
+      if (plan.floorBytes > plan.ram.usable)
+        throw new WasteError('E_ARG', `the unquantized reference holds every weight in f32: it needs ${formatSize(plan.floorBytes)}, more than the ${formatSize(plan.ram.usable)} of usable RAM`);
+      budgetBytes = withinRam(o.budget, plan.ram.usable, o.warn) ?? plan.floorBytes;
+    } else if (o.cacheSlots !== undefined) budgetBytes = plan.layoutForSlots(o.cacheSlots).bytes;
+    // preloading every expert sizes the cache for all of them unless a budget says otherwise
+    else budgetBytes = withinRam(o.budget, plan.ram.usable, o.warn) ?? (o.preloadExperts ? plan.layout(Number.MAX_SAFE_INTEGER).bytes : plan.defaultBudget);
+    const layout = o.cacheSlots !== undefined && src.kind === 'container' ? plan.layoutForSlots(o.cacheSlots) : plan.layout(budgetBytes);
+    if (o.preloadExperts && layout.slots < plan.totalExperts)
+      throw new WasteError('E_ARG', `preloading every expert needs a budget of at least ${plan.layout(Number.MAX_SAFE_INTEGER).bytes} bytes`);
+    const budget = new MemoryBudget(budgetBytes);
+    const arenas = layout.arenas.map((a) => new Arena(a.bytes - ARENA_RESERVED, budget));
+    const of: Arena[] = [];
+    layout.arenas.forEach((a, i) => a.groups.forEach((g) => (of[g] = arenas[i])));
+
+    kernels = o.kernels === 'typescript' ? tsKernels : await WasmKernels.create(threads, arenas, { widest: arch.widestInput(cfg), chunk });
+    let cache: ExpertCache | undefined;
+    let store: StreamedExperts | undefined;
+    if (container?.banks.size) {
+      const probe = { arena: arenas[0], off: arenas[0].alloc(8192, 4096) };
+      const slots: { arena: Arena; off: number }[] = [];
+      layout.arenas.forEach((a, i) => {
+        if (!a.slots) return;
+        const base = arenas[i].alloc(a.slots * stride, 4096);
+        for (let k = 0; k < a.slots; k++) slots.push({ arena: arenas[i], off: base + k * stride });
+      });
+      files = openStreamFiles(container, o.direct, probe);
+      const payloadEnd = [...container.banks.values()][0].layout.payloadEnd;
+      if (ioThreads > 0) readers = await ReaderPool.create(ioThreads, slots.length, arenas, o.verify ? payloadEnd : 0);
+      cache = new ExpertCache(container, files, slots, stride, o.cachePolicy, readers, o.verify);
+      store = new StreamedExperts(cache, o.lookahead);
+    }
+    const record = container?.banks.size ? [...container.banks.values()][0].layout : undefined;
+    const net = arch.build({ cfg, source: src.source, of, arenas, kernels, experts: store, quant: container?.quant, record, chunk, maxContext, onProgress: o.onProgress });
+    const states: SequenceState[] = [];
+    for (let i = 0; i < sessions; i++) states.push(net.newState(maxContext));
+    if (cache && o.preloadExperts) cache.preloadAll();
+    else if (cache && o.warm) cache.warm(path.join(dir, USAGE_FILE));
+    const k = kernels;
+    const r = readers;
+    const f = files;
+    return {
+      dir,
+      kind: src.kind,
+      container,
+      config: cfg,
+      arch,
+      net,
+      kernels,
+      threads,
+      plan,
+      budget,
+      cache,
+      store,
+      files,
+      states,
+      async close() {
+        try {
+          cache?.drain();
+        } catch {
+          /* closing regardless */
+        }
+        if (k instanceof WasmKernels) await k.close();
+        await r?.close();
+        f?.close();
+        src.close();
+      },
+    };
+  } catch (e) {
+    if (kernels instanceof WasmKernels) await kernels.close();
+    await readers?.close();
+    files?.close();
+    src.close();
+    throw e;
+  }
+}

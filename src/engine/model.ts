@@ -1,0 +1,231 @@
+import * as path from 'node:path';
+import type { Container } from '../container/open.js';
+import type { ModelConfig } from '../core/model-config.js';
+import type { CacheStats, ExpertCache } from '../experts/cache.js';
+import type { StreamFiles } from '../experts/io.js';
+import type { StreamedExperts } from '../experts/streamed.js';
+import { Chat, type ChatOptions } from '../generate/chat.js';
+import { type GenerationDefaults, readGenerationDefaults } from '../generate/defaults.js';
+import type { Kernels } from '../kernels/types.js';
+import type { Arena } from '../memory/arena.js';
+import type { MemoryBudget } from '../memory/budget.js';
+import type { Architecture, Network, SequenceState } from '../model/architecture.js';
+import { type ChatFormat, loadChatFormat } from '../tokenizer/chat.js';
+import { loadTokenizer, noTokenizer } from '../tokenizer/load.js';
+import type { Tokenizer } from '../tokenizer/tokenizer.js';
+import { WasteError } from '../util/errors.js';
+import { type ModelParts, NO_CACHE, USAGE_FILE, assemble } from './assemble.js';
+import { modelIdentity } from './identity.js';
+import type { OpenOptions } from './options.js';
+import type { MemoryPlan } from './plan.js';
+import { Session, type SessionHost } from './session.js';
+
+export type { OpenOptions };
+export { USAGE_FILE };
+
+export interface SessionOptions {
+  /** Longest sequence this session may hold (default and maximum: the model's). */
+  maxContext?: number;
+}
+
+export interface ModelStats extends CacheStats {
+  /** Demand hits ÷ demand requests. */
+  hitRate: number;
+  /** True when expert reads bypass the page cache. */
+  direct: boolean;
+  directNote?: string;
+  budgetBytes: number;
+  floorBytes: number;
+  /** Bytes the engine has allocated (arenas), never above the budget. */
+  allocatedBytes: number;
+  lookahead: number;
+  lookaheadPredicted: number;
+  lookaheadCorrect: number;
+}
+
+/**
+ * An open model: the trunk resident in arenas, the experts streamed from disk into a budgeted
+ * cache (a container), or every weight in f32 (a HuggingFace checkpoint, the reference).
+ */
+export class Model implements SessionHost {
+  /** The model directory (a container, or a HuggingFace checkpoint). */
+  readonly dir: string;
+  /** The container (absent when the model was opened from a HuggingFace checkpoint). */
+  readonly container: Container | undefined;
+  /** Where the weights came from: a container, or a checkpoint (the unquantized reference). */
+  readonly kind: 'container' | 'checkpoint';
+  readonly config: ModelConfig;
+  /** The architecture that runs it. */
+  readonly arch: Architecture;
+  readonly kernels: Kernels;
+  readonly threads: number;
+  readonly plan: MemoryPlan;
+  readonly budget: MemoryBudget;
+  readonly cache: ExpertCache | undefined;
+  /** @internal the forward pass (sessions run through it). */
+  readonly net: Network;
+  private readonly store: StreamedExperts | undefined;
+  private readonly files: StreamFiles | undefined;
+  private readonly freeStates: SequenceState[];
+  private readonly release_: () => Promise<void>;
+  private closed = false;
+  private tok: Tokenizer | null | undefined;
+  private chatFmt: ChatFormat | undefined;
+  private genDefaults: GenerationDefaults | undefined;
+  private digest: Uint8Array | undefined;
+  private running: Promise<unknown> = Promise.resolve();
+
+  private constructor(p: ModelParts) {
+    this.dir = p.dir;
+    this.container = p.container;
+    this.kind = p.kind;
+    this.config = p.config;
+    this.arch = p.arch;
+    this.net = p.net;
+    this.kernels = p.kernels;
+    this.threads = p.threads;
+    this.plan = p.plan;
+    this.budget = p.budget;
+    this.cache = p.cache;
+    this.store = p.store;
+    this.files = p.files;
+    this.freeStates = p.states;
+    this.release_ = p.close;
+  }
+
+  /**
+   * Open a model: `demo` (the demo model that ships with the package), a WASTE container directory,
+   * or a HuggingFace checkpoint directory (config.json and safetensors): then every weight is
+   * loaded as f32 and the experts are dense — the unquantized reference that quality is measured
+   * against.
+   */
+  static async open(model: string, opts: OpenOptions = {}): Promise<Model> {
+    return new Model(await assemble(model, opts));
+  }
+
+  /** A new sequence (reusing the state of a closed session when one fits). */
+  newSession(opts: SessionOptions = {}): Session {
+    if (this.closed) throw new WasteError('E_STATE', 'the model has been closed');
+    const ctx = opts.maxContext ?? this.net.maxContext;
+    if (!(Number.isInteger(ctx) && ctx >= 1)) throw new WasteError('E_ARG', `a session's context (maxContext) must be a positive integer (got ${String(ctx)})`);
+    const i = this.freeStates.findIndex((s) => s.maxContext >= ctx);
+    let state: SequenceState;
+    if (i >= 0) state = this.freeStates.splice(i, 1)[0];
+    else {
+      try {
+        state = this.net.newState(ctx);
+      } catch (e) {
+        if (e instanceof WasteError && e.code === 'E_STATE' && /RAM budget/.test(e.message))
+          throw new WasteError('E_STATE', `no memory for another session (${e.message}): close a session first, or open the model with { sessions: N } to reserve room for N at once`);
+        throw e;
+      }
+    }
+    state.reset();
+    state.limit = ctx;
+    return new Session(this, state);
+  }
+
+  /** A new sequence for raw continuation (the same as newSession). */
+  session(opts: SessionOptions = {}): Session {
+    return this.newSession(opts);
+  }
+
+  /** A conversation in the model's chat format, on a session of its own. */
+  chat(opts: ChatOptions = {}): Chat {
+    return new Chat(this.newSession(opts), this.tokenizer(), opts.format ?? this.chatFormat(), this.config.eosTokenIds, opts);
+  }
+
+  /** @internal */
+  release(state: SequenceState): void {
+    this.freeStates.push(state);
+  }
+
+  /** @internal one forward pass at a time, in the order asked: every session computes in the same scratch. */
+  exclusive<T>(fn: () => Promise<T>): Promise<T> {
+    const run = this.running.then(fn);
+    this.running = run.catch(() => undefined);
+    return run;
+  }
+
+  /** The model's tokenizer (loaded on first use); a clear error when the directory has none. */
+  tokenizer(): Tokenizer {
+    if (this.tok === undefined) this.tok = loadTokenizer(this.dir, { modelVocab: this.config.vocab }) ?? null;
+    if (!this.tok) throw noTokenizer(this.dir);
+    return this.tok;
+  }
+
+  /** The chat format: chat.json, the Jinja chat template, or Kimi's default. */
+  chatFormat(): ChatFormat {
+    return (this.chatFmt ??= loadChatFormat(this.dir));
+  }
+
+  /** The sampling settings of the model's generation_config.json (empty when it has none); explicit options win. */
+  generationDefaults(): GenerationDefaults {
+    return (this.genDefaults ??= readGenerationDefaults(this.dir));
+  }
+
+  /** Text to ids: plain mode (control-token strings are ordinary text) unless `markup`. */
+  tokenize(text: string, opts: { markup?: boolean } = {}): number[] {
+    return this.tokenizer().encode(text, opts);
+  }
+
+  detokenize(ids: ArrayLike<number>): string {
+    return this.tokenizer().decode(ids);
+  }
+
+  /** @internal a digest of what the weights are: a saved session loads only into the model it came from. */
+  identity(): Uint8Array {
+    return (this.digest ??= modelIdentity(this.dir, this.kind));
+  }
+
+  /** Start adding up wall time per phase ("kda", "mla", "moe", "dense", "head", in ms); returns the tally. */
+  profile(): Record<string, number> {
+    return (this.net.profile = {});
+  }
+
+  /** Replace the router's choices with a recorded trace (benchmarks only: the output is meaningless). */
+  setRouteOverride(fn: ((layer: number) => number[] | undefined) | undefined): void {
+    this.net.routeOverride = fn;
+  }
+
+  /** Watch the router: for each MoE layer, the experts chosen for each token ([T][topK]); the view is only valid during the call. */
+  observeRoutes(fn: ((layer: number, route: Int32Array, T: number) => void) | undefined): void {
+    this.net.routeObserver = fn;
+  }
+
+  /** The memories holding the trunk, scratch, session state and expert cache. */
+  get arenas(): readonly Arena[] {
+    return this.net.arenas;
+  }
+
+  stats(): ModelStats {
+    const c = this.cache?.stats ?? NO_CACHE;
+    const demand = c.hits + c.misses;
+    return {
+      ...c,
+      hitRate: demand ? c.hits / demand : 0,
+      direct: this.files?.direct ?? false,
+      directNote: this.files?.note,
+      budgetBytes: this.budget.limit,
+      floorBytes: this.plan.floorBytes,
+      allocatedBytes: this.budget.used,
+      lookahead: this.store?.lookahead ?? 0,
+      lookaheadPredicted: this.store?.lookaheadStats.predicted ?? 0,
+      lookaheadCorrect: this.store?.lookaheadStats.correct ?? 0,
+    };
+  }
+
+  /** Write the experts the cache holds now to the container's usage.waste, for a warm next open. */
+  saveUsage(file?: string): number {
+    if (!this.cache || !this.container) return 0;
+    return this.cache.saveUsage(file ?? path.join(this.container.dir, USAGE_FILE));
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    // after the last forward pass asked for (a session still generating finishes its step first)
+    await this.running;
+    await this.release_();
+  }
+}

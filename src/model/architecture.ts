@@ -1,0 +1,99 @@
+import type { ExpertQuant, RecordLayout } from '../container/format.js';
+import type { ExpertStore } from '../core/expert-store.js';
+import type { ModelConfig } from '../core/model-config.js';
+import type { Kernels } from '../kernels/types.js';
+import type { Arena } from '../memory/arena.js';
+import type { Fields } from '../util/fields.js';
+import type { WeightSource } from './sources/source.js';
+
+/**
+ * What an architecture provides, and all that the memory plan, the engine and a session know of
+ * it: its config, how its trunk binds to tensors, how big its state and scratch are, and a forward
+ * pass. Each architecture is one folder under `src/model/` exporting one of these.
+ */
+export interface Architecture<C extends ModelConfig = ModelConfig> {
+  /** `kimi-linear`, `kimi-k3`. */
+  readonly id: string;
+  /** Whether `cfg` (a manifest's `config`, or a checkpoint's config.json) is one of this architecture's. */
+  claims(cfg: Fields): boolean;
+  /** Read and bound every hyper-parameter; refuse what this build does not compute, by name. */
+  parseConfig(cfg: Fields): C;
+  countParams(cfg: C): { total: number; active: number };
+  /**
+   * Check every trunk tensor against the shapes the config implies (before anything is read) and
+   * return the resident bytes of each group: one per layer, then the head.
+   */
+  planWeights(src: WeightSource, cfg: C, q: ExpertQuant | undefined): number[];
+  /** Bytes one session's state takes in each layer's arena, for `maxContext` positions. */
+  stateBytes(cfg: C, maxContext: number): number[];
+  /** Bytes of working memory each arena needs for chunks of `chunk` tokens. */
+  scratchBytes(cfg: C, chunk: number, maxContext: number, q: ExpertQuant | undefined): number;
+  /** The widest input of any product (the kernels stage activations that wide). */
+  widestInput(cfg: C): number;
+  /** Load the trunk into the arenas and make the forward pass. */
+  build(p: BuildParams<C>): Network;
+}
+
+export interface BuildParams<C extends ModelConfig> {
+  cfg: C;
+  source: WeightSource;
+  /** Group g's arena (layers in order, then the head), as the plan laid them out. */
+  of: Arena[];
+  arenas: Arena[];
+  kernels: Kernels;
+  /** Where the routed experts come from (a container); absent when they are dense in the trunk. */
+  experts: ExpertStore | undefined;
+  quant: ExpertQuant | undefined;
+  /** Where gate, up, down and the scales sit in every expert record. */
+  record: RecordLayout | undefined;
+  chunk: number;
+  maxContext: number;
+  /** Told after each layer (and the head) is in memory. */
+  onProgress?: (done: number, total: number) => void;
+}
+
+/** One sequence's state, as the engine and a session handle it. */
+export interface SequenceState {
+  /** Tokens consumed so far (the next position). */
+  pos: number;
+  /** Positions the state has room for. */
+  readonly maxContext: number;
+  /** Positions the current session may use (at most maxContext). */
+  limit: number;
+  reset(): void;
+}
+
+export interface ForwardOptions {
+  /** Return the logits of every position, row after row, instead of only the last. */
+  allLogits?: boolean;
+}
+
+/** A model's forward pass over its loaded trunk. */
+export interface Network {
+  readonly cfg: ModelConfig;
+  /** Tokens run together in prefill. */
+  readonly chunk: number;
+  readonly maxContext: number;
+  /** The memories holding the trunk, scratch, session state and expert cache. */
+  readonly arenas: readonly Arena[];
+  newState(maxContext: number): SequenceState;
+  /** Run `tokens` from `state.pos`, advancing the state; the logits after the last (or every) token. */
+  forward(state: SequenceState, tokens: ArrayLike<number>, opts?: ForwardOptions): Promise<Float32Array>;
+  /** A saved session: the state and history as bytes, and back (checked before anything changes). */
+  encodeState(state: SequenceState, history: readonly number[], logits: Float32Array | undefined, meta: Uint8Array, identity: Uint8Array): Uint8Array;
+  decodeState(
+    state: SequenceState,
+    data: Uint8Array,
+    identity: Uint8Array,
+    file: string,
+    accept: (meta: Uint8Array) => void,
+  ): { history: number[]; logits: Float32Array | undefined };
+  /** The largest file a session of `limit` positions saves as. */
+  maxStateBytes(limit: number): number;
+  /** When set, wall time in ms is added up per phase. */
+  profile?: Record<string, number>;
+  /** Replace the router's choice (a recorded routing trace, for benchmarks): ids for layer L. */
+  routeOverride?: (layer: number) => number[] | undefined;
+  /** Told the experts chosen for each token of a chunk at MoE layer L ([T][topK], selection order). */
+  routeObserver?: (layer: number, route: Int32Array, T: number) => void;
+}

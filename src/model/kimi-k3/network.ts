@@ -1,0 +1,123 @@
+import type { ExpertQuant, RecordLayout } from '../../container/format.js';
+import type { ExpertStore } from '../../core/expert-store.js';
+import type { Kernels } from '../../kernels/types.js';
+import { scratchShape } from '../kimi-linear/network.js';
+import { type Activation, ffn } from '../parts/ffn.js';
+import { kda } from '../parts/kda.js';
+import type { KimiConfig } from '../parts/kimi-config.js';
+import { mla } from '../parts/mla.js';
+import { lookAhead, moe } from '../parts/moe.js';
+import { KimiNetwork, type TrunkWeights } from '../parts/network.js';
+import type { Scratch } from '../parts/scratch.js';
+import type { KimiState } from '../parts/state.js';
+import type { HeadWeights, LayerWeights } from './weights.js';
+
+/** Block summaries a token collects: one per layer that starts a block (L mod block = 0). */
+export function blockCount(cfg: KimiConfig): number {
+  return cfg.attnResBlock ? Math.ceil(cfg.layers / cfg.attnResBlock) : 0;
+}
+
+/**
+ * The Kimi K3 forward pass. With attention residuals there is no residual stream: each layer's
+ * sublayers read a softmax mix over the token's block summaries (the embedding, then the sum of
+ * each finished block of layers) and the current block's partial sum, and add their outputs to
+ * that partial sum; a last mix feeds the final norm. The summaries are per token and rebuilt at
+ * every step: nothing of them is carried to the next position. The sublayers are Kimi-Linear's
+ * in their K3 forms (KDA with the bounded gate and a full-rank output gate, MLA with a compressed
+ * query and an output gate, the latent MoE, SiTU-GLU).
+ */
+export class KimiK3Network extends KimiNetwork<KimiConfig, LayerWeights> {
+  readonly act: Activation;
+  private readonly nbMax: number;
+  /** Summaries the chunk in flight has collected (the same for every token of a chunk). */
+  private nb = 0;
+  private readonly outRes: Float32Array | undefined;
+
+  constructor(
+    cfg: KimiConfig,
+    weights: TrunkWeights<LayerWeights> & { head: HeadWeights },
+    kernels: Kernels,
+    experts: ExpertStore | undefined,
+    q: ExpertQuant | undefined,
+    record: RecordLayout | undefined,
+    chunk: number,
+    maxContext: number,
+  ) {
+    super(cfg, weights, kernels, experts, q, record, chunk, maxContext, scratchShape(cfg, maxContext, blockCount(cfg)));
+    this.act = cfg.act;
+    this.nbMax = blockCount(cfg);
+    this.outRes = weights.head.outRes;
+  }
+
+  protected override carried(from: Scratch, to: Scratch, T: number): [Float32Array, Float32Array, number][] {
+    const H = this.cfg.hidden;
+    const out: [Float32Array, Float32Array, number][] = [[from.x, to.x, T * H]];
+    if (this.nbMax) out.push([from.ps, to.ps, T * H], [from.blocks, to.blocks, T * this.nbMax * H]);
+    return out;
+  }
+
+  protected async layers(state: KimiState, T: number, s: Scratch): Promise<Scratch> {
+    this.nb = 0;
+    for (let L = 0; L < this.cfg.layers; L++) {
+      s = this.carry(s, this.weights.layers[L].arena, T);
+      this.layer(state, L, T, s);
+    }
+    return s;
+  }
+
+  /** The mix of token t's summaries and `cur` into `out` (three distinct buffers), with weight `w`. */
+  private mix(T: number, s: Scratch, cur: Float32Array, w: Float32Array, out: Float32Array): void {
+    const H = this.cfg.hidden;
+    const NB = this.nbMax;
+    for (let t = 0; t < T; t++)
+      this.kernels.attnRes(s.blocks.subarray(t * NB * H, (t * NB + this.nb) * H), this.nb, cur.subarray(t * H, (t + 1) * H), w, H, this.cfg.eps, out.subarray(t * H, (t + 1) * H));
+  }
+
+  private layer(state: KimiState, L: number, T: number, s: Scratch): void {
+    const { hidden: H, eps, attnResBlock: B } = this.cfg;
+    const w = this.weights.layers[L];
+    const k = this.kernels;
+    const n = T * H;
+    let fresh = false;
+    if (B) {
+      // the partial sum so far is what came out of the last layer
+      s.ps.set(s.x.subarray(0, n));
+      if (this.nb > 0) this.mix(T, s, s.ps, w.selfRes!, s.x);
+      if (L % B === 0) {
+        // a new block: the partial sum so far becomes its summary, and the sum restarts
+        const NB = this.nbMax;
+        for (let t = 0; t < T; t++) s.blocks.set(s.ps.subarray(t * H, (t + 1) * H), (t * NB + this.nb) * H);
+        this.nb++;
+        fresh = true;
+      }
+    }
+    let t0 = this.profile ? performance.now() : 0;
+    for (let t = 0; t < T; t++) k.rmsnorm(s.x, w.inputNorm, eps, s.norm, H, t * H, t * H);
+    if (w.attn.kind === 'kda') kda(k, this.cfg.kda, eps, w.attn, state.kda[L]!, T, s);
+    else mla(k, this.cfg.mla, eps, w.attn, state.mla[L]!.cache, state.pos, T, s);
+    if (B) {
+      if (fresh) s.ps.set(s.out.subarray(0, n));
+      else k.add(s.ps, s.out, n);
+      this.mix(T, s, s.ps, w.mlpRes!, s.x);
+    } else k.add(s.x, s.out, n);
+    t0 = this.tally(w.attn.kind, t0);
+    for (let t = 0; t < T; t++) k.rmsnorm(s.x, w.postNorm, eps, s.norm, H, t * H, t * H);
+    if (w.ffn.kind === 'dense') ffn(k, this.act, w.ffn, T, s, s.out);
+    else {
+      moe(this, L, w.ffn, T, s);
+      const next = this.weights.layers[L + 1];
+      if (T === 1 && next?.ffn.kind === 'moe') lookAhead(this, L + 1, next.ffn, s, this.scratchOf(next.arena));
+    }
+    if (B) {
+      k.add(s.ps, s.out, n);
+      s.x.set(s.ps.subarray(0, n));
+    } else k.add(s.x, s.out, n);
+    this.tally(w.ffn.kind, t0);
+  }
+
+  protected override final(T: number, s: Scratch): Float32Array {
+    if (!this.cfg.attnResBlock) return s.x;
+    this.mix(T, s, s.x, this.outRes!, s.ps);
+    return s.ps;
+  }
+}

@@ -1,0 +1,39 @@
+import type { Binder, TrunkLayout } from '../parts/binder.js';
+import type { KimiConfig } from '../parts/kimi-config.js';
+import { type LayerWeights as KimiLinearLayer, KIMI_LINEAR_LAYOUT } from '../kimi-linear/weights.js';
+
+/**
+ * One K3 layer: a Kimi-Linear layer (its KDA and MLA in their K3 forms, its MoE latent) and the
+ * two attention-residual mixes before its sublayers, each weight the product of the mix's norm and
+ * its one-row projection (they only ever act together, so they are fused at load).
+ */
+export interface LayerWeights extends KimiLinearLayer {
+  selfRes?: Float32Array;
+  mlpRes?: Float32Array;
+}
+
+export interface HeadWeights {
+  /** The output mix over the block summaries, before the final norm. */
+  outRes?: Float32Array;
+}
+
+const RES_SHAPES = (H: number) => [[H], [1, H]];
+
+export const KIMI_K3_LAYOUT: TrunkLayout<KimiConfig, LayerWeights, HeadWeights> = {
+  layer(cfg: KimiConfig, L: number, b: Binder): LayerWeights {
+    const H = cfg.hidden;
+    const p = `model.layers.${L}.`;
+    const base = KIMI_LINEAR_LAYOUT.layer(cfg, L, b);
+    if (!cfg.attnResBlock) return base;
+    return {
+      ...base,
+      selfRes: b.product(`${p}self_attention_res_norm.weight`, `${p}self_attention_res_proj.weight`, H, RES_SHAPES(H)),
+      mlpRes: b.product(`${p}mlp_res_norm.weight`, `${p}mlp_res_proj.weight`, H, RES_SHAPES(H)),
+    };
+  },
+  head(cfg: KimiConfig, b: Binder) {
+    const H = cfg.hidden;
+    const outRes = cfg.attnResBlock ? b.product('model.output_attn_res_norm.weight', 'model.output_attn_res_proj.weight', H, RES_SHAPES(H)) : undefined;
+    return { ...KIMI_LINEAR_LAYOUT.head(cfg, b), outRes };
+  },
+};

@@ -1,0 +1,47 @@
+import { WasteError } from '../../util/errors.js';
+import type { Fields } from '../../util/fields.js';
+import type { Architecture } from '../architecture.js';
+import { loadTrunk, planTrunk } from '../parts/binder.js';
+import { type KimiConfig, countKimiParams, outerArchitecture, textConfig } from '../parts/kimi-config.js';
+import { parseKimiLinearConfig } from './config.js';
+import { Scratch } from '../parts/scratch.js';
+import { KimiState } from '../parts/state.js';
+import { KimiLinearNetwork, scratchShape } from './network.js';
+import { KIMI_LINEAR_LAYOUT } from './weights.js';
+
+/** The widest input of any Kimi-family product. */
+export function widestInput(cfg: KimiConfig): number {
+  const m = cfg.mla;
+  return Math.max(
+    cfg.hidden,
+    cfg.denseInter,
+    cfg.kda.heads * cfg.kda.headDim,
+    cfg.kda.headDim,
+    m.heads * m.vHead,
+    m.kvLoraRank,
+    m.qLoraRank,
+    cfg.moe.inter * Math.max(1, cfg.moe.shared),
+    cfg.latent?.width ?? 0,
+  );
+}
+
+/** Kimi-Linear (KDA + MLA + MoE, `kimi_linear`), the architecture of Kimi-Linear-48B-A3B. */
+export const kimiLinear: Architecture<KimiConfig> = {
+  id: 'kimi-linear',
+  claims(cfg: Fields): boolean {
+    const t = textConfig(cfg);
+    const type = t.given('model_type') ? t.raw('model_type') : 'kimi_linear';
+    return type === 'kimi_linear' && !/KimiK3/.test(outerArchitecture(cfg) ?? '');
+  },
+  parseConfig: parseKimiLinearConfig,
+  countParams: countKimiParams,
+  planWeights: (src, cfg, q) => planTrunk(src, cfg, q, KIMI_LINEAR_LAYOUT),
+  stateBytes: (cfg, maxContext) => KimiState.layerBytes(cfg, maxContext),
+  scratchBytes: (cfg, chunk, maxContext, q) => Scratch.bytes(scratchShape(cfg, maxContext), chunk, q),
+  widestInput,
+  build(p) {
+    if (p.cfg.arch !== 'kimi-linear') throw new WasteError('E_STATE', `a ${p.cfg.arch} config given to the Kimi-Linear architecture`);
+    const w = loadTrunk(p.source, p.cfg, p.of, p.arenas, p.quant, KIMI_LINEAR_LAYOUT, p.onProgress);
+    return new KimiLinearNetwork(p.cfg, w, p.kernels, p.experts, p.quant, p.record, p.chunk, p.maxContext);
+  },
+};

@@ -1,0 +1,27 @@
+import type { Tensor } from '../../container/tensor.js';
+import type { Kernels } from '../../kernels/types.js';
+import type { Scratch } from './scratch.js';
+
+export interface FfnWeights {
+  gate: Tensor;
+  up: Tensor;
+  down: Tensor;
+}
+
+/** The gated activation of every FFN: SiLU(g)·u (Kimi-Linear), or SiTU-GLU with its two βs (K3). */
+export type Activation = { kind: 'silu' } | { kind: 'situ'; beta: number; linearBeta: number };
+
+/** a ← act(a, b) over n values. */
+export function activate(k: Kernels, act: Activation, a: Float32Array, b: Float32Array, n: number): void {
+  if (act.kind === 'silu') k.siluMul(a, b, n);
+  else k.situMul(a, b, n, act.beta, act.linearBeta);
+}
+
+/** A gated feed-forward of the T rows of `x` (usually `s.norm`), into `dst` [T][hidden]. */
+export function ffn(k: Kernels, act: Activation, w: FfnWeights, T: number, s: Scratch, dst: Float32Array, x: Float32Array = s.norm): void {
+  const I = w.gate.rows;
+  k.matmul(w.gate, x, s.ffA, T);
+  k.matmul(w.up, x, s.ffB, T);
+  activate(k, act, s.ffA, s.ffB, T * I);
+  k.matmul(w.down, s.ffA, dst, T);
+}

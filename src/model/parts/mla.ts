@@ -1,0 +1,70 @@
+import type { Tensor } from '../../container/tensor.js';
+import type { Kernels } from '../../kernels/types.js';
+import type { Scratch } from './scratch.js';
+
+export interface MlaShape {
+  heads: number;
+  kvLoraRank: number;
+  qkNope: number;
+  qkRope: number;
+  vHead: number;
+}
+
+export interface MlaWeights {
+  kind: 'mla';
+  /** The query: one projection (Kimi-Linear), or compressed — q_a, its norm, q_b (K3). */
+  q: { proj: Tensor } | { a: Tensor; norm: Float32Array; b: Tensor };
+  kvA: Tensor;
+  kvNorm: Float32Array;
+  kvB: Tensor;
+  /** A sigmoid gate on the heads' output before o_proj (K3). */
+  gProj?: Tensor;
+  oProj: Tensor;
+}
+
+/**
+ * Multi-head latent attention without RoPE over the T normed tokens in `s.norm` (output in
+ * `s.out`), caching only the normalised latent and k_pe; kv_b absorbed into the query and output.
+ */
+export function mla(k: Kernels, c: MlaShape, eps: number, w: MlaWeights, cache: Float32Array, pos0: number, T: number, s: Scratch): void {
+  const { heads: NH, kvLoraRank: kvl, qkNope: nope, qkRope: rope, vHead: vh } = c;
+  const qd = nope + rope;
+  const latd = kvl + rope;
+  if ('proj' in w.q) k.matmul(w.q.proj, s.norm, s.q, T);
+  else {
+    const r = w.q.a.rows;
+    k.matmul(w.q.a, s.norm, s.qa, T);
+    // the C engine and vLLM normalise with the model's rms_norm_eps (HF builds this norm with 1e-6)
+    for (let t = 0; t < T; t++) k.rmsnorm(s.qa, w.q.norm, eps, s.qa, r, t * r, t * r);
+    k.matmul(w.q.b, s.qa, s.q, T);
+  }
+  k.matmul(w.kvA, s.norm, s.kv, T);
+  for (let t = 0; t < T; t++) {
+    const pos = pos0 + t;
+    const ckv = s.kv.subarray(t * latd, (t + 1) * latd);
+    // The C engine and vLLM normalise the latent with the model's rms_norm_eps; HF's default is 1e-6.
+    k.rmsnorm(ckv, w.kvNorm, eps, cache, kvl, 0, pos * latd);
+    cache.set(ckv.subarray(kvl, latd), pos * latd + kvl);
+    k.mlaHeads({
+      kvB: w.kvB,
+      q: s.q.subarray(t * NH * qd, (t + 1) * NH * qd),
+      heads: NH,
+      nope,
+      rope,
+      vh,
+      kvl,
+      cache,
+      n: pos + 1,
+      scale: 1 / Math.sqrt(qd),
+      qLat: s.qLat,
+      scores: s.scores,
+      ctx: s.ctx,
+      o: s.o.subarray(t * NH * vh, (t + 1) * NH * vh),
+    });
+  }
+  if (w.gProj) {
+    k.matmul(w.gProj, s.norm, s.gate, T);
+    k.sigmoidMul(s.o, s.gate, T * NH * vh);
+  }
+  k.matmul(w.oProj, s.o, s.out, T);
+}

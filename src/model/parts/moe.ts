@@ -1,0 +1,188 @@
+import type { RecordLayout } from '../../container/format.js';
+import type { Tensor } from '../../container/tensor.js';
+import type { ExpertStore } from '../../core/expert-store.js';
+import type { Kernels, VqGeometry } from '../../kernels/types.js';
+import type { Arena } from '../../memory/arena.js';
+import { WasteError } from '../../util/errors.js';
+import { type Activation, type FfnWeights, activate, ffn } from './ffn.js';
+import type { Scratch } from './scratch.js';
+
+export interface MoeShape {
+  experts: number;
+  topK: number;
+  inter: number;
+  renormalize: boolean;
+  routedScale: number;
+}
+
+export interface MoeWeights {
+  kind: 'moe';
+  router: Tensor;
+  /** Selection-only bias (zeros when the checkpoint has none). */
+  bias: Float32Array;
+  shared?: FfnWeights;
+  /** Per matrix kind (gate, up, down): the layer's stage codebooks transposed, [stage][dim][entry]. */
+  booksT: [Float32Array, Float32Array, Float32Array];
+  /** Every routed expert as dense matrices (a checkpoint; a container streams VQ records instead). */
+  dense?: FfnWeights[];
+  /** Latent MoE (K3): experts run on down·h; their weighted sum is normed (if `norm`) and brought back by `up`. */
+  latent?: { down: Tensor; norm?: Float32Array; up: Tensor };
+}
+
+/** What the MoE block needs of the network that runs it. */
+export interface MoeHost {
+  readonly kernels: Kernels;
+  readonly eps: number;
+  readonly hidden: number;
+  readonly moe: MoeShape;
+  readonly act: Activation;
+  readonly experts: ExpertStore | undefined;
+  readonly geom: VqGeometry | undefined;
+  readonly record: RecordLayout | undefined;
+  scratchOf(a: Arena): Scratch;
+  readonly routeOverride?: (layer: number) => number[] | undefined;
+  readonly routeObserver?: (layer: number, route: Int32Array, T: number) => void;
+}
+
+/**
+ * Sigmoid router with a selection-only bias, top-k, renormalised and scaled weights; the routed
+ * experts (VQ records through lookup tables from the store, or dense matrices for a checkpoint) on
+ * the normed tokens — or, for a latent MoE, on their projection to the latent width; the shared
+ * experts on the normed tokens. Results are summed in selection order afterwards, so the order in
+ * which records land changes nothing. Output in `s.out`.
+ */
+export function moe(h: MoeHost, L: number, w: MoeWeights, T: number, s: Scratch): void {
+  const H = h.hidden;
+  const { experts: E, topK: K, renormalize, routedScale } = h.moe;
+  const k = h.kernels;
+  k.matmul(w.router, s.norm, s.router, T);
+  for (let t = 0; t < T; t++)
+    k.moeRoute(s.router.subarray(t * E, (t + 1) * E), w.bias, E, K, s.route.subarray(t * K, (t + 1) * K), s.routeW.subarray(t * K, (t + 1) * K), renormalize, routedScale);
+  const forced = h.routeOverride?.(L);
+  if (forced) for (let t = 0; t < T; t++) for (let j = 0; j < K; j++) s.route[t * K + j] = forced[j % forced.length];
+  h.routeObserver?.(L, s.route.subarray(0, T * K), T);
+
+  const lat = w.latent;
+  const W = lat ? lat.down.rows : H;
+  const xin = lat ? s.xLat : s.norm;
+  if (lat) k.matmul(lat.down, s.norm, s.xLat, T);
+  const used = [...new Set(s.route.subarray(0, T * K))].sort((a, b) => a - b);
+  let sharedDone = false;
+  const runShared = () => {
+    if (w.shared) ffn(k, h.act, w.shared, T, s, s.shared);
+    sharedDone = true;
+  };
+  if (w.dense) denseExperts(h, w.dense, used, W, xin, T, s);
+  else {
+    const store = h.experts;
+    if (!store) throw new WasteError('E_STATE', 'this model has no expert store');
+    const prepared = new Map<Scratch, Uint8Array>();
+    store.each(L, used, (e, rec, arena) => expert(h, L, w, e, rec, h.scratchOf(arena), s, W, xin, T, prepared), runShared);
+  }
+  if (!sharedDone) runShared();
+
+  if (!lat) {
+    // Weighted sum in selection order, then the shared experts (unweighted).
+    for (let t = 0; t < T; t++)
+      k.moeCombine(
+        s.out.subarray(t * H, (t + 1) * H),
+        s.expertOut.subarray(t * K * H, (t + 1) * K * H),
+        s.routeW.subarray(t * K, (t + 1) * K),
+        K,
+        H,
+        w.shared ? s.shared.subarray(t * H, (t + 1) * H) : undefined,
+      );
+    return;
+  }
+  // latent: the weighted sum at the latent width, its norm, back to the hidden width, then the shared experts
+  for (let t = 0; t < T; t++) {
+    const y = s.yLat.subarray(t * W, (t + 1) * W);
+    k.moeCombine(y, s.expertOut.subarray(t * K * W, (t + 1) * K * W), s.routeW.subarray(t * K, (t + 1) * K), K, W, undefined);
+    if (lat.norm) k.rmsnorm(y, lat.norm, h.eps, y, W);
+  }
+  k.matmul(lat.up, s.yLat, s.out, T);
+  if (w.shared) k.add(s.out, s.shared, T * H);
+}
+
+/** The unquantized reference: every routed expert as dense matrices, for each token routed to it. */
+function denseExperts(h: MoeHost, experts: FfnWeights[], used: number[], W: number, xin: Float32Array, T: number, s: Scratch): void {
+  const { topK: K, inter: I } = h.moe;
+  const k = h.kernels;
+  for (const e of used) {
+    const x = experts[e];
+    for (let t = 0; t < T; t++)
+      for (let j = 0; j < K; j++) {
+        if (s.route[t * K + j] !== e) continue;
+        const v = xin.subarray(t * W, (t + 1) * W);
+        k.matmul(x.gate, v, s.ffA, 1);
+        k.matmul(x.up, v, s.ffB, 1);
+        activate(k, h.act, s.ffA, s.ffB, I);
+        k.matmul(x.down, s.ffA, s.expertOut.subarray((t * K + j) * W, (t * K + j + 1) * W), 1);
+      }
+  }
+}
+
+/**
+ * One routed expert for every token of the chunk routed to it, computed in `sx` (the scratch of
+ * the arena its record landed in) and left in the layer's scratch `s`. The gate/up tables depend
+ * on the token, not the expert, so each token's are built once per arena and shared.
+ */
+function expert(h: MoeHost, L: number, w: MoeWeights, e: number, rec: Uint8Array, sx: Scratch, s: Scratch, W: number, xin: Float32Array, T: number, prepared: Map<Scratch, Uint8Array>): void {
+  const { topK: K, inter: I } = h.moe;
+  const k = h.kernels;
+  const geom = h.geom!;
+  const lay = h.record!;
+  const lutSize = (W / geom.vecDim) * geom.stages * geom.entries;
+  let built = prepared.get(sx);
+  if (!built) prepared.set(sx, (built = new Uint8Array(T)));
+  const [bookG, bookU, bookD] = sx === s ? w.booksT : booksIn(L, w, sx);
+  // the expert's input, where this arena's kernels can read it
+  const xs = sx === s ? xin : xin === s.xLat ? sx.xLat : sx.norm;
+  for (let t = 0; t < T; t++) {
+    for (let j = 0; j < K; j++) {
+      if (s.route[t * K + j] !== e) continue;
+      const lutG = sx.lut.subarray(2 * t * lutSize, (2 * t + 1) * lutSize);
+      const lutU = sx.lut.subarray((2 * t + 1) * lutSize, (2 * t + 2) * lutSize);
+      if (!built[t]) {
+        if (sx !== s) xs.set(xin.subarray(t * W, (t + 1) * W), t * W);
+        const v = xs.subarray(t * W, (t + 1) * W);
+        k.vqLut(bookG, geom.stages, geom.entries, geom.vecDim, v, W, lutG);
+        k.vqLut(bookU, geom.stages, geom.entries, geom.vecDim, v, W, lutU);
+        built[t] = 1;
+      }
+      const sc = lay.scaleOff;
+      k.vqApply(rec, lay.gateOff, sc, I, W, geom, lutG, sx.ffA);
+      k.vqApply(rec, lay.upOff, sc + 2 * I, I, W, geom, lutU, sx.ffB);
+      activate(k, h.act, sx.ffA, sx.ffB, I);
+      k.vqLut(bookD, geom.stages, geom.entries, geom.vecDim, sx.ffA, I, sx.lutDown);
+      const dst = sx.expertOut.subarray((t * K + j) * W, (t * K + j + 1) * W);
+      k.vqApply(rec, lay.downOff, sc + 4 * I, W, I, geom, sx.lutDown, dst);
+      if (sx !== s) s.expertOut.set(dst, (t * K + j) * W);
+    }
+  }
+}
+
+/** Layer L's transposed codebooks copied into another arena's scratch (for records cached there). */
+function booksIn(L: number, w: MoeWeights, sx: Scratch): [Float32Array, Float32Array, Float32Array] {
+  if (sx.booksLayer !== L) {
+    for (let kind = 0; kind < 3; kind++) sx.books[kind].set(w.booksT[kind]);
+    sx.booksLayer = L;
+  }
+  return sx.books;
+}
+
+/**
+ * Decode: run the next MoE layer's router on this layer's MoE input (in `s.norm`) and name its
+ * likeliest experts to the store, which reads them ahead if it has room.
+ */
+export function lookAhead(h: MoeHost, nextLayer: number, next: MoeWeights, s: Scratch, sn: Scratch): void {
+  const store = h.experts;
+  if (!store || store.lookahead <= 0) return;
+  const H = h.hidden;
+  const E = h.moe.experts;
+  const n = Math.min(store.lookahead, E, 64);
+  if (sn !== s) sn.norm.set(s.norm.subarray(0, H));
+  h.kernels.matmul(next.router, sn.norm, sn.router, 1);
+  h.kernels.moeRoute(sn.router.subarray(0, E), next.bias, E, n, sn.lookIds, sn.lookW, false, 1);
+  store.prefetch(nextLayer, [...sn.lookIds.subarray(0, n)]);
+}

@@ -1,0 +1,164 @@
+import type { ExpertQuant, RecordLayout } from '../../container/format.js';
+import type { Tensor } from '../../container/tensor.js';
+import type { ExpertStore } from '../../core/expert-store.js';
+import type { ModelConfig } from '../../core/model-config.js';
+import type { Kernels, VqGeometry } from '../../kernels/types.js';
+import type { Arena } from '../../memory/arena.js';
+import { WasteError } from '../../util/errors.js';
+import type { ForwardOptions, Network, SequenceState } from '../architecture.js';
+import type { Activation } from './ffn.js';
+import type { MoeShape } from './moe.js';
+import { Scratch, type ScratchShape, arenaAllocator } from './scratch.js';
+import { decodeState, encodeState, maxStateBytes } from './state-file.js';
+import { KimiState, type StateGeometry } from './state.js';
+
+/** The loaded trunk every Kimi-family network has: an embedding, layers in arenas, a head. */
+export interface TrunkWeights<Layer> {
+  /** One row of the embedding table (it stays on disk), as f32. */
+  embedRow(token: number, dst: Float32Array): void;
+  finalNorm: Float32Array;
+  lmHead: Tensor;
+  layers: (Layer & { arena: Arena })[];
+  /** The arena of the final norm and the LM head. */
+  headArena: Arena;
+  arenas: Arena[];
+}
+
+export type KimiFamilyConfig = ModelConfig & StateGeometry;
+
+/**
+ * What Kimi-Linear and K3 share around their layers: chunks of T tokens embedded, run through the
+ * layers (each in the arena its weights live in, the hidden state carried across arenas), and the
+ * head. Prefill and decode are the same code: a chunk of T tokens runs every projection as one
+ * T-row product and walks the recurrences token by token, and since every kernel computes each
+ * output element independently of the batch, prefill(T) followed by a step is bit-identical to
+ * T+1 single steps.
+ */
+export abstract class KimiNetwork<C extends KimiFamilyConfig, Layer> implements Network {
+  readonly geom: VqGeometry | undefined;
+  private readonly scratch = new Map<Arena, Scratch>();
+  profile?: Record<string, number>;
+  routeOverride?: (layer: number) => number[] | undefined;
+  routeObserver?: (layer: number, route: Int32Array, T: number) => void;
+  abstract readonly act: Activation;
+
+  constructor(
+    readonly cfg: C,
+    readonly weights: TrunkWeights<Layer>,
+    readonly kernels: Kernels,
+    /** Where VQ expert records come from (a container); absent when the experts are dense. */
+    readonly experts: ExpertStore | undefined,
+    q: ExpertQuant | undefined,
+    readonly record: RecordLayout | undefined,
+    readonly chunk: number,
+    readonly maxContext: number,
+    shape: ScratchShape,
+  ) {
+    if (q) this.geom = { stages: q.stages, entries: q.entries, vecDim: q.vecDim, indexBlock: q.indexBlock };
+    for (const a of weights.arenas) this.scratch.set(a, new Scratch(shape, chunk, q, arenaAllocator(a)));
+  }
+
+  get arenas(): readonly Arena[] {
+    return this.weights.arenas;
+  }
+
+  get eps(): number {
+    return this.cfg.eps;
+  }
+
+  get hidden(): number {
+    return this.cfg.hidden;
+  }
+
+  get moe(): MoeShape {
+    return this.cfg.moe;
+  }
+
+  newState(maxContext: number): KimiState {
+    if (maxContext > this.maxContext)
+      throw new WasteError('E_ARG', `a session context of ${maxContext} exceeds the model's maximum of ${this.maxContext} (set when it was opened)`);
+    return new KimiState(this.cfg, maxContext, this.weights.layers.map((l) => l.arena));
+  }
+
+  async forward(seq: SequenceState, tokens: ArrayLike<number>, opts: ForwardOptions = {}): Promise<Float32Array> {
+    const state = seq as KimiState;
+    const { vocab, hidden: H } = this.cfg;
+    const n = tokens.length;
+    if (n === 0) throw new WasteError('E_ARG', 'no tokens to run');
+    for (let i = 0; i < n; i++) {
+      const id = tokens[i];
+      if (!(Number.isInteger(id) && id >= 0 && id < vocab))
+        throw new WasteError('E_ARG', `token id ${id} is outside the vocabulary (0..${vocab - 1})`);
+    }
+    state.reserve(state.pos + n);
+    const logits = new Float32Array(opts.allLogits ? n * vocab : vocab);
+    for (let c0 = 0; c0 < n; c0 += this.chunk) {
+      const T = Math.min(this.chunk, n - c0);
+      const s0 = this.scratchOf(this.weights.layers[0].arena);
+      for (let t = 0; t < T; t++) this.weights.embedRow(tokens[c0 + t], s0.x.subarray(t * H, (t + 1) * H));
+      let s = await this.layers(state, T, s0);
+      state.pos += T;
+      s = this.carry(s, this.weights.headArena, T);
+      const t0 = this.profile ? performance.now() : 0;
+      const x = this.final(T, s);
+      for (let t = 0; t < T; t++) {
+        const pos = c0 + t;
+        if (opts.allLogits) logits.set(this.head(x, t, s), pos * vocab);
+        else if (pos === n - 1) logits.set(this.head(x, t, s));
+      }
+      if (this.profile) this.profile.head = (this.profile.head ?? 0) + performance.now() - t0;
+    }
+    return logits;
+  }
+
+  /** Every layer over the chunk's T tokens (embedded in `s.x`); returns the scratch the result is in. */
+  protected abstract layers(state: KimiState, T: number, s: Scratch): Promise<Scratch>;
+
+  /** The chunk's hidden states the head reads, in the head arena's scratch (default: `s.x`). */
+  protected final(_T: number, s: Scratch): Float32Array {
+    return s.x;
+  }
+
+  scratchOf(a: Arena): Scratch {
+    return this.scratch.get(a)!;
+  }
+
+  /** The scratch of arena `a`, holding the T tokens in flight (what `carried` names, copied over). */
+  protected carry(from: Scratch, a: Arena, T: number): Scratch {
+    const to = this.scratchOf(a);
+    if (to !== from) for (const [src, dst, n] of this.carried(from, to, T)) dst.set(src.subarray(0, n));
+    return to;
+  }
+
+  /** What a chunk carries from one arena to the next: [from, to, floats]. */
+  protected carried(from: Scratch, to: Scratch, T: number): [Float32Array, Float32Array, number][] {
+    return [[from.x, to.x, T * this.cfg.hidden]];
+  }
+
+  private head(x: Float32Array, t: number, s: Scratch): Float32Array {
+    const H = this.cfg.hidden;
+    this.kernels.rmsnorm(x, this.weights.finalNorm, this.cfg.eps, s.norm, H, t * H, 0);
+    this.kernels.matmul(this.weights.lmHead, s.norm, s.logits, 1);
+    return s.logits;
+  }
+
+  /** Add the wall time since `t0` to `phase` when profiling; returns now. */
+  protected tally(phase: string, t0: number): number {
+    if (!this.profile) return 0;
+    const t1 = performance.now();
+    this.profile[phase] = (this.profile[phase] ?? 0) + t1 - t0;
+    return t1;
+  }
+
+  encodeState(state: SequenceState, history: readonly number[], logits: Float32Array | undefined, meta: Uint8Array, identity: Uint8Array): Uint8Array {
+    return encodeState(this.cfg, state as KimiState, history, logits, meta, identity);
+  }
+
+  decodeState(state: SequenceState, data: Uint8Array, identity: Uint8Array, file: string, accept: (meta: Uint8Array) => void) {
+    return decodeState(this.cfg, state as KimiState, data, identity, file, accept);
+  }
+
+  maxStateBytes(limit: number): number {
+    return maxStateBytes(this.cfg, limit);
+  }
+}

@@ -1,0 +1,39 @@
+import { type Container, type OpenContainerOptions, openContainer } from '../container/open.js';
+import type { ModelConfig } from '../core/model-config.js';
+import { unsupported } from '../util/errors.js';
+import type { Fields } from '../util/fields.js';
+import type { Architecture } from './architecture.js';
+import { kimiK3 } from './kimi-k3/index.js';
+import { kimiLinear } from './kimi-linear/index.js';
+import { textConfig } from './parts/kimi-config.js';
+
+/** Every architecture this build runs, the most specific first. */
+export const ARCHITECTURES: readonly Architecture[] = [kimiK3, kimiLinear];
+
+/** The architecture that runs a config (a manifest's `config`, or a checkpoint's config.json). */
+export function architectureOf(cfg: Fields): Architecture {
+  const arch = ARCHITECTURES.find((a) => a.claims(cfg));
+  if (!arch) {
+    const t = textConfig(cfg);
+    const type = t.given('model_type') ? JSON.stringify(t.raw('model_type')) : '(none)';
+    throw unsupported(`${cfg.file}: config.model_type ${type} (this build runs Kimi-Linear and Kimi K3 models)`);
+  }
+  return arch;
+}
+
+/** The architecture of `id` (as a config's `arch` names it). */
+export function architecture(id: string): Architecture {
+  const a = ARCHITECTURES.find((x) => x.id === id);
+  if (!a) throw unsupported(`architecture ${id}`);
+  return a;
+}
+
+/** Parse a config with the architecture that claims it. */
+export function parseModelConfig(cfg: Fields): ModelConfig {
+  return architectureOf(cfg).parseConfig(cfg);
+}
+
+/** Open a container, its config read by its architecture. */
+export function openModelContainer(dir: string, opts: Omit<OpenContainerOptions<ModelConfig>, 'parse'> = {}): Container {
+  return openContainer(dir, { ...opts, parse: parseModelConfig });
+}
