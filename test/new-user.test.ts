@@ -14,7 +14,7 @@ import { DEMO_MODEL } from '../src/store/names.js';
 import { synthVocabulary } from '../src/synth/tokenizer.js';
 import { loadTokenizer } from '../src/tokenizer/load.js';
 import { WasteError } from '../src/util/errors.js';
-import { BIN, synth, tmpDir } from './helpers.js';
+import { BIN, checkpoint, synth, tmpDir } from './helpers.js';
 
 function waste(args: string[], opts: { input?: string; cwd?: string } = {}) {
   const r = spawnSync(process.execPath, [BIN, ...args], { encoding: 'utf8', input: opts.input, cwd: opts.cwd ?? tmpDir('cwd') });
@@ -89,10 +89,11 @@ describe('open() checks its options as the CLI checks its flags', () => {
     [{ threads: 0 }, /threads must be an integer in 1\.\.256/],
     [{ maxContext: -1 }, /context length \(maxContext\) must be an integer/],
     [{ lookahead: Number.NaN }, /lookahead must be an integer in 0\.\.64 \(got NaN\)/],
-    [{ budget: 1.5 }, /budget must be a whole number of bytes/],
+    [{ budget: 0 }, /budget must be a number of bytes, at least 1 \(got 0\)/],
     [{ cachePolicy: 'fifo' }, /cachePolicy must be one of lfru, lru, lfuda \(got "fifo"\)/],
     [{ verify: 'yes' }, /verify must be true or false/],
     [{ sessions: 2000 }, /sessions must be an integer in 1\.\.1024/],
+    [{ chunks: 16 }, /unknown open option "chunks" \(known: budget, /],
   ] as [Record<string, unknown>, RegExp][])
     it(JSON.stringify(opts, (_k, v) => (Number.isNaN(v) ? 'NaN' : v)), async () => {
       await assert.rejects(Model.open('demo', opts), (e: unknown) => e instanceof WasteError && e.code === 'E_ARG' && pattern.test(e.message));
@@ -110,6 +111,10 @@ describe('open() checks its options as the CLI checks its flags', () => {
     } finally {
       await m.close();
     }
+    // past 2^53 bytes too: a size is lowered, never refused for being large
+    const huge = await Model.open('demo', { budget: 1e21, warn: () => {} });
+    assert.equal(huge.stats().budgetBytes, usableRam().usable);
+    await huge.close();
     const r = waste(['eval', 'Hi', '--budget', '1048576G']);
     assert.equal(r.code, 0, r.err);
     assert.match(r.err, /^waste: warning: the budget of 1024\.0 TiB is more than the [\d.]+ GiB of usable RAM on this machine; using [\d.]+ GiB\n/);
@@ -132,5 +137,57 @@ describe('synthetic models run every command', () => {
     assert.equal(run.code, 0, run.err);
     const ev = waste(['eval', dir, 'hello']);
     assert.equal(ev.code, 0, ev.err);
+  });
+});
+
+describe('a session is all or nothing', () => {
+  it('a bad id or a full context anywhere in a long input leaves the session as it was', async () => {
+    const m = await Model.open('demo', { maxContext: 256, sessions: 2 });
+    try {
+      const s = m.session();
+      const ids = Array.from({ length: 200 }, (_, i) => 10 + i);
+      await assert.rejects(s.forward([...ids.slice(0, 150), 99999]), /token id 99999 is outside the vocabulary/);
+      assert.equal(s.position, 0);
+      assert.equal(s.history.length, 0);
+      await assert.rejects(s.forward([...ids, ...ids]), /context is full: 400 tokens would exceed the context length of 256/);
+      assert.equal(s.position, 0);
+      // and it still runs
+      assert.equal((await s.forward(ids)).length, m.config.vocab);
+      assert.equal(s.position, 200);
+    } finally {
+      await m.close();
+    }
+  });
+
+  it('a session closed while its forward pass waits for another never runs it', async () => {
+    const m = await Model.open('demo', { sessions: 2 });
+    try {
+      const b = m.session();
+      const a = m.session();
+      const long = b.forward(Array.from({ length: 640 }, (_, i) => 10 + (i % 3000)));
+      const queued = a.forward([1, 2, 3]).then(
+        () => 'ran',
+        (e: Error) => e.message,
+      );
+      a.close();
+      const c = m.session(); // takes the state a gave back
+      await long;
+      assert.equal(await queued, 'the session has been closed');
+      assert.equal(c.position, 0, "a's pass ran on the state c now holds");
+    } finally {
+      await m.close();
+    }
+  });
+});
+
+describe('waste convert and a FIFO in its work directory', () => {
+  it('a FIFO in place of the job record is refused, not waited on', { skip: spawnSync('mkfifo', ['--version']).status === 0 ? false : 'no mkfifo' }, () => {
+    const src = checkpoint({ shape: 'tiny', seed: 61 }, 'fifo-ck');
+    const out = path.join(tmpDir('fifo-out'), 'model');
+    fs.mkdirSync(`${out}.partial`);
+    spawnSync('mkfifo', [path.join(`${out}.partial`, 'convert.json')]);
+    const r = waste(['convert', src, out, '-q']);
+    assert.equal(r.code, 0, r.err);
+    assert.ok(fs.existsSync(path.join(out, 'manifest.json')));
   });
 });

@@ -17,9 +17,11 @@ const DEMO = path.join(ROOT, 'models/demo');
 /** The demo model's [EOS] and <|im_end|>: biased away so that a reply runs until it is stopped. */
 const ENDS = [4090, 4091];
 const NO_END = Object.fromEntries(ENDS.map((id) => [id, -100]));
+/** A guard against a hang (code that never yields waits forever); far above a working run's seconds, and no measure of speed. */
+const HANG = { timeout: 10 * 60_000 };
 const LONG_TEXT = 'Call me Ishmael. Some years ago, never mind how long precisely, having little or no money in my purse, I thought I would sail about a little. ';
 
-describe('the library stops a reply from a timer', () => {
+describe('the library stops a reply from a timer', HANG, () => {
   let model: Model;
   before(async () => {
     model = await open('demo', { threads: 2, sessions: 2 });
@@ -107,7 +109,7 @@ async function until(what: string, cond: () => boolean, exited: Promise<unknown>
   }
 }
 
-describe('waste chat stops a reply on Ctrl-C', () => {
+describe('waste chat stops a reply on Ctrl-C', HANG, () => {
   it('kill -INT during a reply stops it, and the conversation goes on', async () => {
     const { child, out, exited } = chatProcess({ tty: false });
     child.stdin!.write('Tell me a long story.\n');
@@ -137,7 +139,7 @@ describe('waste chat stops a reply on Ctrl-C', () => {
   });
 });
 
-describe('the server stays responsive during a long prefill', () => {
+describe('the server stays responsive during a long prefill', HANG, () => {
   let server: RunningServer;
   const lines: string[] = [];
   before(async () => {

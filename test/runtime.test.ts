@@ -164,14 +164,18 @@ describe('the budget is a ceiling', () => {
     }
   });
 
-  it('the plan: floor = trunk + state + scratch + one working set; default = floor + n working sets under 7/8 of RAM', () => {
+  it('the plan: floor = trunk + state + scratch + two layers of experts; default = floor + n working sets under 7/8 of RAM', () => {
     const c = openModelContainer(dir);
     try {
       const big = planMemory(c, { threads: 2, ram: { physical: 64 * 2 ** 30, usable: 64 * 2 ** 30 } });
       assert.equal(big.workingSetRecords, 5 * 4);
-      assert.ok(big.floorBytes >= big.trunkBytes + big.stateBytes + big.scratchBytesPerArena + big.workingSetBytes);
+      assert.equal(big.floorRecords, 2 * 4);
+      // the floor's whole pages may hold a few slots more
+      assert.ok(big.layout(big.floorBytes).slots >= big.floorRecords);
+      assert.equal(big.layoutForSlots(big.floorRecords).bytes, big.floorBytes);
+      assert.ok(big.floorBytes >= big.trunkBytes + big.stateBytes + big.scratchBytesPerArena + big.expertScratchBytesPerArena + big.floorRecords * big.recordBytes);
       assert.equal(big.defaultWorkingSets, 3);
-      assert.ok(big.layout(big.defaultBudget).slots >= 4 * big.workingSetRecords);
+      assert.ok(big.layout(big.defaultBudget).slots >= big.floorRecords + 3 * big.workingSetRecords);
       const tight = planMemory(c, { threads: 2, ram: { physical: 1, usable: Math.ceil((big.floorBytes + 1.5 * big.workingSetBytes) * 8 / 7) } });
       assert.equal(tight.defaultWorkingSets, 1);
       const none = planMemory(c, { threads: 2, ram: { physical: 1, usable: 1 } });

@@ -16,7 +16,8 @@ import { BIN, sameBits, tmpDir } from './helpers.js';
 const GiB = 2 ** 30;
 function skipReason(): string | undefined {
   if (process.env.WASTE_SKIP_SLOW === '1') return 'WASTE_SKIP_SLOW=1';
-  if (os.freemem() < 8 * GiB && os.totalmem() < 16 * GiB) return `needs 8 GiB of free RAM (${(os.freemem() / GiB).toFixed(1)} free)`;
+  // os.freemem() is MemAvailable on Linux (what can be had without paging)
+  if (os.freemem() < 8 * GiB) return `needs 8 GiB of free RAM (${(os.freemem() / GiB).toFixed(1)} free)`;
   const st = fs.statfsSync(os.tmpdir());
   if (st.bavail * st.bsize < 10 * GiB) return `needs 10 GiB of free disk in ${os.tmpdir()}`;
   return undefined;

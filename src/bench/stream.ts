@@ -100,7 +100,8 @@ export async function benchStream(dir: string, opts: StreamBenchOptions = {}): P
   const promptTokens = opts.promptTokens ?? 16;
   const baseline = process.memoryUsage().rss;
   const trace = opts.routingTrace ? readTrace(opts.routingTrace) : undefined;
-  const m = await Model.open(dir, { ...opts, maxContext: Math.max(opts.maxContext ?? 0, promptTokens + tokens + 1) });
+  const { tokens: _t, promptTokens: _p, routingTrace: _r, inputs: _i, log: _l, ...open } = opts;
+  const m = await Model.open(dir, { ...open, maxContext: Math.max(opts.maxContext ?? 0, promptTokens + tokens + 1) });
   try {
     const cfg = m.config;
     const moeLayers = cfg.layerKinds.flatMap((k, i) => (k.ffn === 'moe' ? [i] : []));

@@ -90,7 +90,24 @@ export class TrunkWriter {
     this.index.push(entry);
   }
 
+  /** Index a tensor and leave its bytes a hole in the file (a sparse container: sizes without data). */
+  reserve(name: string, fmt: number, shape: number[], group = 128): void {
+    const cols = shape.length ? shape[shape.length - 1] : 1;
+    const rows = cols ? shape.reduce((a, b) => a * b, 1) / cols : 0;
+    const s = storedSizes(fmt, rows, cols, group);
+    const entry: TrunkIndexEntry = { name, fmt, off: this.pos, shape, bytes: s.payload + s.scaleBytes };
+    this.pos += s.payload;
+    if (fmt === Fmt.Q8G || fmt === Fmt.Q4G) {
+      entry.group = group;
+      entry.scale_off = this.pos;
+      this.pos += s.scaleBytes;
+    }
+    this.index.push(entry);
+  }
+
   close(): void {
+    // a reserved tail is a hole the file must still reach
+    if (fs.fstatSync(this.fd).size < this.pos) fs.ftruncateSync(this.fd, this.pos);
     fs.fsyncSync(this.fd);
     fs.closeSync(this.fd);
   }

@@ -18,6 +18,7 @@ import { Job, STATE_FILE } from './job.js';
 import { type ConvertPlan, type ConvertSettings, DEFAULT_SETTINGS, planConversion } from './plan.js';
 import { copyTokenizerFiles } from './tokenizer-files.js';
 import { writeTrunk } from './trunk.js';
+import { readBytes } from '../util/read.js';
 
 export interface ConvertOptions extends Partial<ConvertSettings> {
   /** Threads for the k-means and encoding kernels (default: every core). */
@@ -224,12 +225,9 @@ function rename(from: string, to: string): void {
   }
 }
 
+/** One of the job's own part files (its work directory is the user's: a FIFO there is refused, not waited on). */
 function readFile(file: string): Buffer {
-  try {
-    return fs.readFileSync(file);
-  } catch (e) {
-    throw fromSystemError(file, e);
-  }
+  return readBytes(file, 1 << 30);
 }
 
 function freeBytes(dir: string): number {

@@ -5,6 +5,7 @@ import { writeFileAtomic } from '../container/write.js';
 import { WasteError, fromSystemError } from '../util/errors.js';
 import { isObject } from '../util/fields.js';
 import { CONVERTER_VERSION, type ConvertSettings } from './plan.js';
+import { readText } from '../util/read.js';
 
 /**
  * A conversion in progress lives in `OUT.partial/`, with `convert.json` recording which units
@@ -83,7 +84,13 @@ export class Job {
       } catch (e) {
         if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw fromSystemError(file, e);
       }
-      const pid = Number(fs.readFileSync(file, 'utf8').trim());
+      let pid = NaN;
+      try {
+        // a regular file of a few bytes: anything else in its place is not a lock of ours
+        pid = Number(readText(file, 64).trim());
+      } catch {
+        /* not a pid */
+      }
       if (Number.isInteger(pid) && pid > 0 && pid !== process.pid && alive(pid))
         throw new WasteError('E_STATE', `another conversion (process ${pid}) is writing ${this.dir}; wait for it or stop it`);
       fs.rmSync(file, { force: true });
@@ -110,7 +117,7 @@ function fresh(identity: string, settings: ConvertSettings): JobState {
 /** The record, if it is one this converter wrote; anything else means "start over". */
 function readState(file: string): JobState | undefined {
   try {
-    const s: unknown = JSON.parse(fs.readFileSync(file, 'utf8'));
+    const s: unknown = JSON.parse(readText(file, 16 << 20));
     if (!isObject(s) || s.converter !== CONVERTER_VERSION || typeof s.identity !== 'string') return undefined;
     if (!(s.trunk === null || Array.isArray(s.trunk)) || !Array.isArray(s.layers) || !s.layers.every((l) => Number.isInteger(l)) || typeof s.codebooks !== 'boolean')
       return undefined;

@@ -57,7 +57,7 @@ export const NO_CACHE: CacheStats = { slots: 0, hits: 0, misses: 0, bytesRead: 0
  * cache that pages, where hits become page faults. Such a budget is lowered to usable RAM, and
  * the caller told.
  */
-function withinRam(budget: number | undefined, usable: number, warn: (m: string) => void): number | undefined {
+export function withinRam(budget: number | undefined, usable: number, warn: (m: string) => void): number | undefined {
   if (budget === undefined || budget <= usable) return budget;
   warn(`the budget of ${formatSize(budget)} is more than the ${formatSize(usable)} of usable RAM on this machine; using ${formatSize(usable)}`);
   return usable;
@@ -121,7 +121,8 @@ export async function assemble(model: string, opts: OpenOptions): Promise<ModelP
     const of: Arena[] = [];
     layout.arenas.forEach((a, i) => a.groups.forEach((g) => (of[g] = arenas[i])));
 
-    kernels = o.kernels === 'typescript' ? tsKernels : await WasmKernels.create(threads, arenas, { widest: arch.widestInput(cfg), chunk });
+    const layerArenas = new Set(of);
+    kernels = o.kernels === 'typescript' ? tsKernels : await WasmKernels.create(threads, arenas, { widest: arch.widestInput(cfg), chunk, prepIn: (a) => layerArenas.has(a) });
     let cache: ExpertCache | undefined;
     let store: StreamedExperts | undefined;
     if (container?.banks.size) {

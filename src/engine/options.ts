@@ -55,6 +55,7 @@ export const OPTION_BOUNDS = {
 
 export const CACHE_POLICIES: readonly CachePolicy[] = ['lfru', 'lru', 'lfuda'];
 const KERNELS = ['wasm', 'typescript'] as const;
+const KNOWN = new Set(['budget', 'verify', 'threads', 'ioThreads', 'lookahead', 'cachePolicy', 'direct', 'warm', 'preloadExperts', 'cacheSlots', 'kernels', 'chunk', 'maxContext', 'sessions', 'arenaBytes', 'onProgress', 'warn']);
 const FLAGS = ['verify', 'direct', 'warm', 'preloadExperts'] as const;
 
 /** What `Model.open` runs with: every option checked and defaulted. */
@@ -95,6 +96,8 @@ const NAMES: Record<string, string> = {
  */
 export function resolveOpenOptions(opts: OpenOptions, defaultThreads: number): ResolvedOpenOptions {
   if (opts === null || typeof opts !== 'object') throw new WasteError('E_ARG', `open options must be an object (got ${opts === null ? 'null' : typeof opts})`);
+  // a misspelt option would otherwise be ignored without a word
+  for (const key of Object.keys(opts)) if (!KNOWN.has(key)) throw new WasteError('E_ARG', `unknown open option "${key}" (known: ${[...KNOWN].join(', ')})`);
   const int = (key: keyof typeof OPTION_BOUNDS, fallback: number): number => {
     const v = (opts as Record<string, unknown>)[key] ?? fallback;
     const [lo, hi] = OPTION_BOUNDS[key];
@@ -108,8 +111,9 @@ export function resolveOpenOptions(opts: OpenOptions, defaultThreads: number): R
   if (opts.cachePolicy !== undefined && !CACHE_POLICIES.includes(opts.cachePolicy))
     throw new WasteError('E_ARG', `cachePolicy must be one of ${CACHE_POLICIES.join(', ')} (got ${show(opts.cachePolicy)})`);
   if (opts.kernels !== undefined && !KERNELS.includes(opts.kernels)) throw new WasteError('E_ARG', `kernels must be one of ${KERNELS.join(', ')} (got ${show(opts.kernels)})`);
-  if (opts.budget !== undefined && !(typeof opts.budget === 'number' && Number.isSafeInteger(opts.budget) && opts.budget >= 1))
-    throw new WasteError('E_ARG', `budget must be a whole number of bytes, at least 1 (got ${show(opts.budget)})`);
+  // any size is taken (one above the machine is lowered to its RAM when the model opens)
+  if (opts.budget !== undefined && !(typeof opts.budget === 'number' && Number.isFinite(opts.budget) && opts.budget >= 1))
+    throw new WasteError('E_ARG', `budget must be a number of bytes, at least 1 (got ${show(opts.budget)})`);
   if (opts.arenaBytes !== undefined && !(typeof opts.arenaBytes === 'number' && Number.isSafeInteger(opts.arenaBytes) && opts.arenaBytes >= 1 << 16))
     throw new WasteError('E_ARG', `arenaBytes must be a whole number of bytes, at least 65536 (got ${show(opts.arenaBytes)})`);
   for (const key of ['warn', 'onProgress'] as const)
@@ -118,7 +122,7 @@ export function resolveOpenOptions(opts: OpenOptions, defaultThreads: number): R
   // the reference kernels run on the calling thread alone
   const threads = kernels === 'typescript' ? (int('threads', 1), 1) : int('threads', defaultThreads);
   return {
-    budget: opts.budget,
+    budget: opts.budget === undefined ? undefined : Math.floor(opts.budget),
     verify: opts.verify ?? false,
     threads,
     ioThreads: int('ioThreads', 2),

@@ -18,8 +18,9 @@ import { type UsableRam, usableRam } from './ram.js';
 export const DEFAULT_CHUNK = 64;
 
 /**
- * The memory plan: what a model needs resident (trunk, per-session state, scratch), one token's
- * expert working set, and so the floor below which the engine refuses to open; the default budget
+ * The memory plan: what a model needs resident (trunk, per-session state, scratch), the smallest
+ * expert cache (two layers' selected experts), and so the floor below which the engine refuses to
+ * open; one token's expert working set (every MoE layer's selected experts); the default budget
  * (floor plus 3, 2 or 1 working sets, the most that fits under 7/8 of usable RAM); and, for a given
  * budget, exactly how the arenas are laid out and how many expert-cache slots they hold.
  */
@@ -34,7 +35,12 @@ export interface PlanOptions {
 }
 
 export interface ArenaPlan {
-  /** Trunk groups (layer indices; the head is index `layers`) held by this arena. */
+  /**
+   * Trunk groups (layer indices; the head is index `layers`) held by this arena. An arena holds
+   * trunk groups or expert-cache slots, never both: each kind needs its own working memory (a
+   * layer's activations; an expert's lookup tables for a whole chunk), and K3's trunk spans seven
+   * arenas that would otherwise each carry the tables.
+   */
   groups: number[];
   /** Expert-cache slots in this arena. */
   slots: number;
@@ -53,11 +59,15 @@ export interface MemoryPlan {
   sessions: number;
   trunkBytes: number;
   stateBytes: number;
+  /** Working memory of an arena holding trunk layers, and of one holding expert slots. */
   scratchBytesPerArena: number;
+  expertScratchBytesPerArena: number;
   recordBytes: number;
   /** Expert records one token reads: MoE layers × top-k. */
   workingSetRecords: number;
   workingSetBytes: number;
+  /** The smallest cache: two layers' selected experts (one layer computing while the next one's reads land). */
+  floorRecords: number;
   totalExperts: number;
   floorBytes: number;
   ram: UsableRam;
@@ -66,7 +76,7 @@ export interface MemoryPlan {
   defaultWorkingSets: number;
   /** The arena layout (and cache size) for a budget. */
   layout(budget: number): Layout;
-  /** The layout for exactly `slots` cache slots (at least one working set). */
+  /** The layout for exactly `slots` cache slots (at least the floor's). */
   layoutForSlots(slots: number): Layout;
 }
 
@@ -93,10 +103,14 @@ export function planFor(arch: Architecture, cfg: ModelConfig, groups: number[], 
   const cap = Math.min(opts.arenaBytes ?? MAX_ARENA_BYTES, MAX_ARENA_BYTES);
   const statePerLayer = arch.stateBytes(cfg, maxContext);
   const weighted = groups.map((g, i) => g + (i < cfg.layers ? sessions * statePerLayer[i] : 0));
-  const scratch = aligned(arch.scratchBytes(cfg, chunk, maxContext, q)) + kernelArenaBytes(arch.widestInput(cfg), chunk, threads) + ARENA_SLACK;
+  const scratch = aligned(arch.scratchBytes(cfg, chunk, maxContext, q, 'layers')) + kernelArenaBytes(arch.widestInput(cfg), chunk, threads) + ARENA_SLACK;
+  const expertScratch = aligned(arch.scratchBytes(cfg, chunk, maxContext, q, 'experts')) + kernelArenaBytes(0, 0, threads) + ARENA_SLACK;
   const moeLayers = stride ? cfg.layerKinds.filter((k) => k.ffn === 'moe').length : 0;
   const wsRecords = moeLayers * cfg.moe.topK;
   const totalExperts = moeLayers * cfg.moe.experts;
+  // what the C engine opens K3 with: a token's 17 GiB of experts would shut out 32–46 GB machines,
+  // and below a token's working set nothing survives between tokens anyway (reads decide speed)
+  const floorRecords = Math.min(totalExperts, 2 * (moeLayers ? cfg.moe.topK : 0));
 
   // Trunk groups in order, each arena with its scratch.
   const base: { groups: number[]; used: number }[] = [];
@@ -115,18 +129,9 @@ export function planFor(arch: Architecture, cfg: ModelConfig, groups: number[], 
     const arenas: ArenaPlan[] = base.map((a) => ({ groups: a.groups, slots: 0, bytes: 0 }));
     const used = base.map((a) => a.used);
     let left = slots;
-    // Fill the room left in the trunk's arenas, then add arenas of slots (each with its own scratch).
-    for (let i = 0; i < arenas.length && left > 0 && stride > 0; i++) {
-      const start = Math.ceil(used[i] / 4096) * 4096;
-      const n = Math.min(left, Math.max(0, Math.floor((limit - start) / stride)));
-      if (n > 0) {
-        arenas[i].slots = n;
-        used[i] = start + n * stride;
-        left -= n;
-      }
-    }
+    // the trunk's arenas, then arenas of slots, each with its own scratch
     while (left > 0) {
-      const start = Math.ceil(scratch / 4096) * 4096;
+      const start = Math.ceil(expertScratch / 4096) * 4096;
       const n = Math.min(left, Math.floor((limit - start) / stride));
       if (n < 1) throw new WasteError('E_UNSUPPORTED', `unsupported: an expert record of ${formatSize(stride)} does not fit in a memory arena`);
       arenas.push({ groups: [], slots: n, bytes: 0 });
@@ -137,12 +142,12 @@ export function planFor(arch: Architecture, cfg: ModelConfig, groups: number[], 
     return { arenas, slots, bytes: arenas.reduce((s, a) => s + a.bytes, 0) };
   };
 
-  const floorBytes = layout(wsRecords).bytes;
+  const floorBytes = layout(floorRecords).bytes;
   const ram = opts.ram ?? usableRam();
   let defaultBudget = floorBytes;
   let defaultWorkingSets = 0;
   for (const n of [3, 2, 1]) {
-    const b = layout(Math.min(totalExperts, (1 + n) * wsRecords)).bytes;
+    const b = layout(Math.min(totalExperts, floorRecords + n * wsRecords)).bytes;
     if (b <= (ram.usable * 7) / 8) {
       defaultBudget = b;
       defaultWorkingSets = n;
@@ -155,28 +160,30 @@ export function planFor(arch: Architecture, cfg: ModelConfig, groups: number[], 
     trunkBytes: groups.reduce((s, g) => s + g, 0),
     stateBytes: statePerLayer.reduce((s, b) => s + b, 0) * sessions,
     scratchBytesPerArena: scratch,
+    expertScratchBytesPerArena: expertScratch,
     recordBytes: stride,
     workingSetRecords: wsRecords,
     workingSetBytes: wsRecords * stride,
+    floorRecords,
     totalExperts,
     floorBytes,
     ram,
     defaultBudget,
     defaultWorkingSets,
     layoutForSlots(slots: number): Layout {
-      if (slots < wsRecords)
-        throw new WasteError('E_ARG', `an expert cache of ${slots} slots is below one token's working set of ${wsRecords} records`);
+      if (slots < floorRecords)
+        throw new WasteError('E_ARG', `an expert cache of ${slots} slots is below the floor's ${floorRecords} (two layers' selected experts)`);
       return layout(slots);
     },
     layout(budget: number): Layout {
       if (budget < floorBytes)
         throw new WasteError(
           'E_ARG',
-          `a RAM budget of ${formatSize(budget)} is below this model's floor of ${formatSize(floorBytes)} (${floorBytes} bytes: trunk, state for ${maxContext} tokens, scratch and one token's experts); run \`waste plan\` to see it`,
+          `a RAM budget of ${formatSize(budget)} is below this model's floor of ${formatSize(floorBytes)} (${floorBytes} bytes: trunk, state for ${maxContext} tokens, scratch and two layers' selected experts); run \`waste plan\` to see it`,
         );
       // The most slots the budget pays for, never more than every expert.
-      let lo = wsRecords;
-      let hi = Math.max(wsRecords, totalExperts);
+      let lo = floorRecords;
+      let hi = Math.max(floorRecords, totalExperts);
       if (layout(hi).bytes <= budget) return layout(hi);
       while (lo < hi) {
         const mid = Math.ceil((lo + hi) / 2);

@@ -72,6 +72,14 @@ export class Session {
   async forward(ids: ArrayLike<number>, opts: { allLogits?: boolean } = {}): Promise<Float32Array> {
     if (this.released) throw new WasteError('E_STATE', 'the session has been closed');
     const V = this.host.config.vocab;
+    // all or nothing: a fault found in a later chunk must not leave the earlier ones consumed
+    if (ids.length === 0) throw new WasteError('E_ARG', 'no tokens to run');
+    for (let i = 0; i < ids.length; i++) {
+      const id = ids[i];
+      if (!(Number.isInteger(id) && id >= 0 && id < V)) throw new WasteError('E_ARG', `token id ${id} is outside the vocabulary (0..${V - 1})`);
+    }
+    if (this.state.pos + ids.length > this.state.limit)
+      throw new WasteError('E_STATE', `context is full: ${this.state.pos + ids.length} tokens would exceed the context length of ${this.state.limit}`);
     const piece = Math.max(1, this.prefillChunk);
     if (ids.length <= piece) return this.run(Array.from(ids), opts.allLogits ?? false);
     const all = opts.allLogits ? new Float32Array(ids.length * V) : undefined;
@@ -86,7 +94,11 @@ export class Session {
   }
 
   private async run(ids: number[], allLogits: boolean): Promise<Float32Array> {
-    const logits = await this.host.exclusive(() => this.host.net.forward(this.state, ids, { allLogits }));
+    const logits = await this.host.exclusive(() => {
+      // checked when its turn comes: a session closed while it waited has given its state away
+      if (this.released) throw new WasteError('E_STATE', 'the session has been closed');
+      return this.host.net.forward(this.state, ids, { allLogits });
+    });
     for (const id of ids) this.tokens.push(id);
     const V = this.host.config.vocab;
     this.last = allLogits ? logits.slice(logits.length - V) : logits;

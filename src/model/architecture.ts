@@ -26,18 +26,21 @@ export interface Architecture<C extends ModelConfig = ModelConfig> {
   planWeights(src: WeightSource, cfg: C, q: ExpertQuant | undefined): number[];
   /** Bytes one session's state takes in each layer's arena, for `maxContext` positions. */
   stateBytes(cfg: C, maxContext: number): number[];
-  /** Bytes of working memory each arena needs for chunks of `chunk` tokens. */
-  scratchBytes(cfg: C, chunk: number, maxContext: number, q: ExpertQuant | undefined): number;
+  /** Bytes of working memory an arena of trunk layers, or of expert-cache slots, needs for chunks of `chunk` tokens. */
+  scratchBytes(cfg: C, chunk: number, maxContext: number, q: ExpertQuant | undefined, role: ArenaRole): number;
   /** The widest input of any product (the kernels stage activations that wide). */
   widestInput(cfg: C): number;
   /** Load the trunk into the arenas and make the forward pass. */
   build(p: BuildParams<C>): Network;
 }
 
+/** What an arena holds: trunk layers (and the head), or expert-cache slots. */
+export type ArenaRole = 'layers' | 'experts';
+
 export interface BuildParams<C extends ModelConfig> {
   cfg: C;
   source: WeightSource;
-  /** Group g's arena (layers in order, then the head), as the plan laid them out. */
+  /** Group g's arena (layers in order, then the head), as the plan laid them out; every other arena holds expert slots. */
   of: Arena[];
   arenas: Arena[];
   kernels: Kernels;

@@ -19,6 +19,7 @@ export function isModelName(arg: string): boolean {
  * takes a model — the CLI, `open()`, the server — goes through this, so a name means one thing.
  */
 export function resolveModel(arg: string): string {
+  if (typeof arg !== 'string' || arg === '') throw new WasteError('E_ARG', `a model is a name (${DEMO_NAME}) or a directory (got ${arg === '' ? 'an empty string' : typeof arg})`);
   if (arg !== DEMO_NAME) return arg;
   if (!fs.existsSync(path.join(DEMO_MODEL, 'manifest.json')))
     throw new WasteError('E_IO', `the demo model is not at ${DEMO_MODEL} (this copy of waste was installed without models/demo)`);

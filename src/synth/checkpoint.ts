@@ -5,7 +5,7 @@ import { type KimiLinearConfig, parseKimiLinearConfig } from '../model/kimi-line
 import { Fields } from '../util/fields.js';
 import { Rng } from '../util/prng.js';
 import { type SynthOptions, prepareDir, synthConfig } from './synth.js';
-import { kimiLinearTensors } from './tensors.js';
+import { kimiTensors } from './tensors.js';
 import { rankFileText } from '../tokenizer/ranks.js';
 import { synthVocabulary } from './tokenizer.js';
 
@@ -40,7 +40,7 @@ export function writeSyntheticCheckpoint(dir: string, opts: CheckpointOptions = 
     for (let i = 0; i < v.length; i++) v[i] = rng.uniform(lo, hi);
     tensors.push({ name, dtype: 'F32', shape, data: new Uint8Array(v.buffer) });
   };
-  for (const t of kimiLinearTensors(cfg)) {
+  for (const t of kimiTensors(cfg)) {
     if (t.kind === 'matrix') matrix(t.name, t.rows, t.cols, t.std);
     else vector(t.name, t.shape, t.lo, t.hi);
   }

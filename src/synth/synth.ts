@@ -5,13 +5,14 @@ import { CODEBOOKS } from '../container/codebooks.js';
 import { TRUNK } from '../container/trunk.js';
 import { TrunkWriter, encodeCodebooks, encodeExpertRecord, writeFileAtomic, writeManifest } from '../container/write.js';
 import { storedSizes } from '../container/tensor.js';
-import { type KimiLinearConfig, parseKimiLinearConfig } from '../model/kimi-linear/config.js';
+import type { KimiConfig } from '../model/parts/kimi-config.js';
+import { parseModelConfig } from '../model/registry.js';
 import { encodeF16 } from '../util/f16.js';
 import { Fields, type JsonObject } from '../util/fields.js';
 import { Rng } from '../util/prng.js';
-import { kimiLinearTensors } from './tensors.js';
+import { kimiTensors } from './tensors.js';
 import { rankFileText } from '../tokenizer/ranks.js';
-import { synthVocabulary } from './tokenizer.js';
+import { k3Specials, synthVocabulary } from './tokenizer.js';
 import { WasteError, fromSystemError } from '../util/errors.js';
 
 /**
@@ -19,7 +20,7 @@ import { WasteError, fromSystemError } from '../util/errors.js';
  * generator, and `waste synth` for users who want to try the engine or benchmark realistic shapes
  * without downloading a model. The same seed gives the same bytes on every machine.
  */
-export type ShapeName = 'tiny' | 'kimi-linear';
+export type ShapeName = 'tiny' | 'kimi-linear' | 'k3-tiny' | 'k3';
 
 export interface SynthOptions {
   shape?: ShapeName;
@@ -32,9 +33,17 @@ export interface SynthOptions {
    * How trunk matrices are stored: 'converter' writes what `waste convert` writes (F32 below
    * 65,536 values, Q8G for the embedding and the head, Q4G for the rest); 'mixed' cycles every
    * matrix through F32, F16, Q8G and Q4G so each compute path is exercised; 'f32' stores every
-   * matrix as F32 (a large resident trunk, e.g. to exceed 4 GiB).
+   * matrix as F32 (a large resident trunk, e.g. to exceed 4 GiB); 'quantized' is what the converter
+   * writes at full size — Q8G embedding and head, Q4G every other matrix, F32 vectors — whatever the
+   * size (a small model then computes on the quantized paths the C engine reads too).
    */
-  trunkFormats?: 'converter' | 'mixed' | 'f32';
+  trunkFormats?: TrunkFormats;
+  /**
+   * Sizes only: trunk.bin and the banks are sparse files of the right length with nothing in
+   * them, the manifest and codebooks real — for `plan` and `info` at a scale the disk cannot hold.
+   * Such a container cannot run.
+   */
+  sparse?: boolean;
   /** Extra or replaced config keys (e.g. awkward dimensions for a test). */
   config?: JsonObject;
   /** Replace an existing non-empty directory. */
@@ -43,6 +52,19 @@ export interface SynthOptions {
   tokenizer?: boolean;
   onProgress?: (done: number, total: number) => void;
 }
+
+export type TrunkFormats = 'converter' | 'mixed' | 'f32' | 'quantized';
+
+/** The attention-residual, latent-MoE, SiTU and gate settings of Kimi K3 (over COMMON). */
+const K3_COMMON: JsonObject = {
+  routed_scaling_factor: 1.0,
+  latent_moe_use_norm: true,
+  mla_use_output_gate: true,
+  hidden_act: 'situ',
+  activation_situ_beta: 4.0,
+  activation_situ_linear_beta: 25.0,
+  attn_res_block_size: 12,
+};
 
 export const SHAPES: Record<ShapeName, JsonObject> = {
   tiny: {
@@ -79,6 +101,79 @@ export const SHAPES: Record<ShapeName, JsonObject> = {
     v_head_dim: 128,
     linear_attn_config: { num_heads: 32, head_dim: 128, short_conv_kernel_size: 4 },
   },
+  // several attention-residual blocks and a partial one (boundaries 0, 3, 6), MLA last, every K3
+  // feature on at sizes a test runs in milliseconds
+  'k3-tiny': {
+    ...K3_COMMON,
+    vocab_size: 1024,
+    hidden_size: 128,
+    num_hidden_layers: 7,
+    intermediate_size: 256,
+    moe_intermediate_size: 64,
+    routed_expert_hidden_size: 64,
+    num_experts: 8,
+    num_experts_per_token: 3,
+    num_shared_experts: 2,
+    num_attention_heads: 4,
+    num_key_value_heads: 4,
+    q_lora_rank: 48,
+    kv_lora_rank: 32,
+    qk_nope_head_dim: 16,
+    qk_rope_head_dim: 8,
+    v_head_dim: 16,
+    attn_res_block_size: 3,
+    linear_attn_config: { num_heads: 3, head_dim: 32, short_conv_kernel_size: 4, use_full_rank_gate: true, gate_lower_bound: -5.0 },
+  },
+  // Kimi K3's real widths (93 layers, 896 experts of 3072 × 3584 latent, top-16)
+  k3: {
+    ...K3_COMMON,
+    vocab_size: 163840,
+    hidden_size: 7168,
+    num_hidden_layers: 93,
+    intermediate_size: 33792,
+    moe_intermediate_size: 3072,
+    routed_expert_hidden_size: 3584,
+    num_experts: 896,
+    num_experts_per_token: 16,
+    num_shared_experts: 2,
+    num_attention_heads: 96,
+    num_key_value_heads: 96,
+    q_lora_rank: 1536,
+    kv_lora_rank: 512,
+    qk_nope_head_dim: 128,
+    qk_rope_head_dim: 64,
+    v_head_dim: 128,
+    max_position_embeddings: 1048576,
+    linear_attn_config: { num_heads: 96, head_dim: 128, short_conv_kernel_size: 4, use_full_rank_gate: true, gate_lower_bound: -5.0 },
+  },
+};
+
+const isK3 = (shape: ShapeName) => shape === 'k3-tiny' || shape === 'k3';
+
+/** What K3's wrapper adds around its language model's config (`_outer` in a manifest): its name and its ids, at the top of its vocabulary. */
+function k3Outer(vocab: number): JsonObject {
+  const base = vocab - 256;
+  return {
+    architectures: ['KimiK3ForConditionalGeneration'],
+    model_type: 'kimi_k3',
+    bos_token_id: base,
+    eos_token_id: base + 2,
+    pad_token_id: base + 255,
+    media_placeholder_token_id: base + 21,
+    image_placeholder: '<|kimi_image_placeholder|>',
+    tie_word_embeddings: false,
+  };
+}
+
+/**
+ * K3's turns for chat.json, as the C engine's CLI template writes them: XTML messages, the
+ * assistant's reply in a response element (thinking off). The full XTML format is richer.
+ */
+const K3_CHAT = {
+  system: ['<|open|>message role="system"<|sep|>', '<|close|>message<|sep|><|end_of_msg|>'],
+  user: ['<|open|>message role="user"<|sep|>', '<|close|>message<|sep|><|end_of_msg|>'],
+  assistant: ['<|open|>message role="assistant"<|sep|><|open|>response<|sep|>', '<|close|>response<|sep|><|close|>message<|sep|><|end_of_msg|>'],
+  open: '<|open|>message role="assistant"<|sep|><|open|>response<|sep|>',
 };
 
 const COMMON: JsonObject = {
@@ -113,7 +208,7 @@ export function layerPattern(layers: number): { kda: number[]; full: number[] } 
 
 export function synthConfig(opts: SynthOptions): JsonObject {
   const base = SHAPES[opts.shape ?? 'tiny'];
-  if (!base) throw new WasteError('E_ARG', `unknown shape "${opts.shape}" (expected tiny or kimi-linear)`);
+  if (!base) throw new WasteError('E_ARG', `unknown shape "${opts.shape}" (expected ${Object.keys(SHAPES).join(', ')})`);
   const cfg: JsonObject = { ...COMMON, ...structuredClone(base) };
   if (opts.layers !== undefined) cfg.num_hidden_layers = opts.layers;
   if (opts.experts !== undefined) {
@@ -125,25 +220,38 @@ export function synthConfig(opts: SynthOptions): JsonObject {
   Object.assign(cfg, extra);
   const { kda, full } = layerPattern(cfg.num_hidden_layers as number);
   cfg.linear_attn_config = { kda_layers: kda, full_attn_layers: full, ...lac };
+  if (isK3(opts.shape ?? 'tiny')) cfg._outer = k3Outer(cfg.vocab_size as number);
   return cfg;
 }
 
 /** Write a synthetic container into `dir`; returns its parsed config. */
-export function writeSyntheticContainer(dir: string, opts: SynthOptions = {}): KimiLinearConfig {
+export function writeSyntheticContainer(dir: string, opts: SynthOptions = {}): KimiConfig {
+  const shape = opts.shape ?? 'tiny';
+  const k3 = isK3(shape);
   const rawCfg = synthConfig(opts);
-  const voc = opts.tokenizer ? synthVocabulary(rawCfg.vocab_size as number) : undefined;
-  if (voc) {
+  const vocab = rawCfg.vocab_size as number;
+  const voc = opts.tokenizer ? synthVocabulary(vocab, k3 ? k3Specials() : undefined) : undefined;
+  if (k3) {
+    // the language model's ids are its wrapper's: the end of a message stops a reply
+    const outer = rawCfg._outer as JsonObject;
+    rawCfg.bos_token_id = outer.bos_token_id;
+    rawCfg.eos_token_id = outer.eos_token_id;
+    rawCfg.pad_token_id = outer.pad_token_id;
+  } else if (voc) {
     const id = (t: string) => voc.specials.find((s) => s.text === t)?.id ?? null;
     rawCfg.bos_token_id = id('[BOS]');
     rawCfg.eos_token_id = id('[EOS]');
   }
-  const cfg = parseKimiLinearConfig(Fields.root('synthetic config', rawCfg));
+  // every architecture this generator writes is of the Kimi family
+  const cfg = parseModelConfig(Fields.root('synthetic config', rawCfg)) as KimiConfig;
+  const prefix = k3 ? 'language_model.' : '';
   const rng = new Rng(opts.seed ?? 0);
-  const formats = opts.trunkFormats ?? (opts.shape === 'kimi-linear' ? 'converter' : 'mixed');
+  const formats: TrunkFormats = opts.trunkFormats ?? (shape === 'kimi-linear' || shape === 'k3' ? 'converter' : k3 ? 'quantized' : 'mixed');
   const mixed = formats === 'mixed';
+  const sparse = opts.sparse ?? false;
   prepareDir(dir, opts.force ?? false);
 
-  const layout = recordLayout(cfg.hidden, cfg.moe.inter, QUANT);
+  const layout = recordLayout(cfg.expertWidth, cfg.moe.inter, QUANT);
   const moeLayers = cfg.layerKinds.flatMap((k, i) => (k.ffn === 'moe' ? [i] : []));
   const totalWork = 1 + moeLayers.length * cfg.moe.experts;
   let done = 0;
@@ -158,17 +266,20 @@ export function writeSyntheticContainer(dir: string, opts: SynthOptions = {}): K
   const matrix = (name: string, rows: number, cols: number, std: number) => {
     const fmt = mixed
       ? [Fmt.Q4G, Fmt.Q8G, Fmt.F16, Fmt.F32][matrixCount++ % 4]
-      : formats === 'f32' || rows * cols < 65536
+      : formats === 'f32' || (formats === 'converter' && rows * cols < 65536)
         ? Fmt.F32
         : /(embed_tokens|lm_head)\.weight$/.test(name)
           ? Fmt.Q8G
           : Fmt.Q4G;
-    writeMatrix(trunk, rng, name, fmt, [rows, cols], std);
+    if (sparse) trunk.reserve(prefix + name, fmt, [rows, cols]);
+    else writeMatrix(trunk, rng, prefix + name, fmt, [rows, cols], std);
   };
-  const vector = (name: string, shape: number[], lo: number, hi: number) => {
+  const vector = (name: string, shape: number[], lo: number, hi: number, valid = Infinity) => {
+    name = prefix + name;
     const n = shape.reduce((a, b) => a * b, 1);
+    if (sparse) return trunk.reserve(name, Fmt.F32, shape);
     const v = new Float32Array(n);
-    for (let i = 0; i < n; i++) v[i] = rng.uniform(lo, hi);
+    for (let i = 0; i < Math.min(n, valid); i++) v[i] = rng.uniform(lo, hi);
     // mixed trunks store a few vectors as F16 to exercise that decode path
     if (mixed && (matrixCount++ % 7 === 0)) {
       const h = new Uint16Array(n);
@@ -177,8 +288,8 @@ export function writeSyntheticContainer(dir: string, opts: SynthOptions = {}): K
     } else trunk.add(name, Fmt.F32, shape, new Uint8Array(v.buffer));
   };
 
-  for (const t of kimiLinearTensors(cfg)) {
-    if (t.kind === 'vector') vector(t.name, t.shape, t.lo, t.hi);
+  for (const t of kimiTensors(cfg)) {
+    if (t.kind === 'vector') vector(t.name, t.shape, t.lo, t.hi, t.valid);
     else if (!t.expert) matrix(t.name, t.rows, t.cols, t.std);
   }
   trunk.close();
@@ -193,7 +304,7 @@ export function writeSyntheticContainer(dir: string, opts: SynthOptions = {}): K
     for (let b = 0; b < count; b++) {
       const stage = b % QUANT.stages;
       const amp = 1 / 2 ** stage; // later stages refine what earlier ones left
-      for (let i = 0; i < per; i++) books[b * per + i] = encodeF16(rng.uniform(-amp, amp));
+      for (let i = 0; i < per; i++) books[b * per + i] = encodeF16(k3 ? normalF16(rng.uniform(-amp, amp)) : rng.uniform(-amp, amp));
     }
     writeFileAtomic(path.join(dir, CODEBOOKS), encodeCodebooks(books, count, QUANT));
 
@@ -205,7 +316,8 @@ export function writeSyntheticContainer(dir: string, opts: SynthOptions = {}): K
       const file = `experts-L${L}.bin`;
       const fd = openForWrite(path.join(dir, file));
       try {
-        for (let e = 0; e < cfg.moe.experts; e++) {
+        if (sparse) fs.ftruncateSync(fd, cfg.moe.experts * layout.recordBytes);
+        for (let e = 0; e < (sparse ? 0 : cfg.moe.experts); e++) {
           for (let m = 0; m < 3; m++) {
             rng.fillBytes(idx[m]);
             if (QUANT.entries < 256) for (let i = 0; i < idx[m].length; i++) idx[m][i] %= QUANT.entries;
@@ -226,8 +338,9 @@ export function writeSyntheticContainer(dir: string, opts: SynthOptions = {}): K
 
   const manifest = {
     format_version: 0,
-    arch: 'kimi_linear',
-    tensor_prefix: '',
+    // descriptive only (readers derive the architecture from the config); kept as it always was
+    arch: k3 ? 'kimi-k3' : 'kimi_linear',
+    tensor_prefix: prefix,
     config: rawCfg,
     expert_quant: {
       fmt: QUANT.name,
@@ -244,8 +357,10 @@ export function writeSyntheticContainer(dir: string, opts: SynthOptions = {}): K
   if (voc) {
     writeFileAtomic(path.join(dir, 'tokenizer.model'), rankFileText(voc.ranks));
     writeFileAtomic(path.join(dir, 'specials.json'), JSON.stringify(voc.specials, null, 1) + '\n');
+    if (k3) writeFileAtomic(path.join(dir, 'chat.json'), JSON.stringify(K3_CHAT, null, 1) + '\n');
   }
-  writeManifest(dir, manifest, moeLayers.length ? [TRUNK, CODEBOOKS] : [TRUNK]);
+  // a sparse trunk holds nothing worth a digest (and hashing 27 GiB of holes takes a while)
+  writeManifest(dir, manifest, sparse ? [] : moeLayers.length ? [TRUNK, CODEBOOKS] : [TRUNK]);
   return cfg;
 }
 
@@ -296,6 +411,15 @@ function writeMatrix(trunk: TrunkWriter, rng: Rng, name: string, fmt: number, sh
   const scales = new Uint16Array(rows * s.groups);
   for (let i = 0; i < scales.length; i++) scales[i] = encodeF16((std / unit) * rng.uniform(0.5, 1.5));
   trunk.add(name, fmt, shape, payload, scales, G);
+}
+
+/**
+ * A codebook value clear of f16 subnormals: the C engine's codebook loader flushes them to zero
+ * (its trunk decoder does not), which would make a comparison with it test that instead.
+ */
+function normalF16(x: number): number {
+  const min = 2 ** -14;
+  return x === 0 || Math.abs(x) >= min ? x : Math.sign(x) * min;
 }
 
 export function prepareDir(dir: string, force: boolean): void {

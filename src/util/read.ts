@@ -82,6 +82,56 @@ export function readBytes(file: string, max = DEFAULT_MAX_BYTES): Buffer {
   }
 }
 
+/** The most a person's input (a prompt, a text to measure) may be: far past any context. */
+export const MAX_INPUT_BYTES = 256 << 20;
+
+/**
+ * Input a person hands in — a file, a pipe (`--file <(cmd)`), standard input — read to its end, at
+ * most `max` bytes. Pipes are fine here, unlike for a model's files; a directory or a device is
+ * not (/dev/zero would never end), and neither is more than `max`.
+ */
+export function readInput(file: string | 0, max = MAX_INPUT_BYTES): Buffer {
+  const name = file === 0 ? 'standard input' : file;
+  let fd: number;
+  try {
+    fd = file === 0 ? 0 : fs.openSync(file, 'r');
+  } catch (e) {
+    throw fromSystemError(name, e);
+  }
+  try {
+    let st: fs.Stats;
+    try {
+      st = fs.fstatSync(fd);
+    } catch (e) {
+      throw fromSystemError(name, e);
+    }
+    if (!(st.isFile() || st.isFIFO() || st.isSocket())) throw new WasteError('E_IO', `${name}: is ${kindOf(st)}, expected a file or a pipe`);
+    const chunks: Buffer[] = [];
+    let n = 0;
+    const buf = Buffer.allocUnsafe(1 << 20);
+    for (;;) {
+      let got: number;
+      try {
+        got = fs.readSync(fd, buf, 0, buf.length, null);
+      } catch (e) {
+        // a non-blocking pipe with nothing yet: wait a little for its writer
+        if ((e as NodeJS.ErrnoException).code === 'EAGAIN') {
+          Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 5);
+          continue;
+        }
+        throw fromSystemError(name, e);
+      }
+      if (got === 0) break;
+      n += got;
+      if (n > max) throw new WasteError('E_ARG', `${name}: more than ${max} bytes, the most an input may be`);
+      chunks.push(Buffer.from(buf.subarray(0, got)));
+    }
+    return Buffer.concat(chunks, n);
+  } finally {
+    if (fd !== 0) fs.closeSync(fd);
+  }
+}
+
 /** A regular file's text (UTF-8), at most `max` bytes of it. */
 export function readText(file: string, max = DEFAULT_MAX_BYTES): string {
   return readBytes(file, max).toString('utf8');

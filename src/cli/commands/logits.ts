@@ -4,21 +4,23 @@ import { Model } from '../../engine/model.js';
 import { WasteError, fromSystemError } from '../../util/errors.js';
 import { parseIds } from '../args.js';
 import { type EngineFlags, addEngineOptions, openOptions } from '../engine-options.js';
+import { modelOrDemo } from '../default-model.js';
 
 export function registerLogits(program: Command): void {
   addEngineOptions(
     program
       .command('logits')
       .description('run token ids through the model and write the logits as little-endian float32')
-      .argument('<model>', 'container directory, or a HuggingFace checkpoint directory (runs every weight in f32: the reference)')
+      .argument('[model]', 'container directory or model name (default: the demo model), or a HuggingFace checkpoint directory (runs every weight in f32: the reference)')
       .requiredOption('--ids <ids>', 'token ids, e.g. 3,7,11', parseIds)
       .requiredOption('--out <file>', 'output file (vocab_size float32 values per position)')
       .option('--all', 'write the logits of every position, row after row (default: only after the last id)', false)
       .addOption(new Option('--sequential', 'feed the ids one at a time instead of as one prefill').default(false))
       .option('--learn', "save the experts the cache holds afterwards to the container's usage.waste", false)
       .option('--stats', 'print cache and I/O statistics to stderr', false),
-  ).action(async (model: string, o: EngineFlags & { ids: number[]; out: string; all: boolean; sequential: boolean; learn: boolean; stats: boolean }) => {
+  ).action(async (name: string | undefined, o: EngineFlags & { ids: number[]; out: string; all: boolean; sequential: boolean; learn: boolean; stats: boolean }) => {
     if (o.ids.length > o.ctx) throw new WasteError('E_ARG', `${o.ids.length} ids do not fit a context of ${o.ctx}`);
+    const model = modelOrDemo(name);
     const m = await Model.open(model, openOptions(o));
     try {
       const session = m.newSession();

@@ -6,6 +6,7 @@ import { formatSize, parseSize } from '../../util/size.js';
 import { intArg } from '../args.js';
 import { OPTION_BOUNDS } from '../../engine/options.js';
 import { modelOrDemo } from '../default-model.js';
+import { withinRam } from '../../engine/assemble.js';
 
 export function registerPlan(program: Command): void {
   program
@@ -22,12 +23,8 @@ export function registerPlan(program: Command): void {
       const c = openModelContainer(modelOrDemo(model));
       try {
         const plan = planMemory(c, { maxContext: o.ctx, threads: o.threads ?? cpuCount(), chunk: o.chunk, sessions: o.sessions });
-        let budget = o.budget !== undefined ? parseSize(o.budget, plan.ram.usable, 'budget') : undefined;
-        if (budget !== undefined && budget > plan.ram.usable) {
-          // what opening would do with it
-          process.stderr.write(`waste: warning: the budget of ${formatSize(budget)} is more than the ${formatSize(plan.ram.usable)} of usable RAM on this machine; using ${formatSize(plan.ram.usable)}\n`);
-          budget = plan.ram.usable;
-        }
+        // what opening would do with it
+        const budget = withinRam(o.budget !== undefined ? parseSize(o.budget, plan.ram.usable, 'budget') : undefined, plan.ram.usable, (m) => process.stderr.write(`waste: warning: ${m}\n`));
         const below = budget !== undefined && budget < plan.floorBytes;
         const layout = budget !== undefined && !below ? plan.layout(budget) : undefined;
         const def = plan.layout(plan.defaultBudget);

@@ -7,6 +7,7 @@ import { requireTokenizer } from '../../tokenizer/load.js';
 import { intArg } from '../args.js';
 import { Progress } from '../progress.js';
 import { OPTION_BOUNDS } from '../../engine/options.js';
+import { readInput } from '../../util/read.js';
 
 export function registerQuality(program: Command): void {
   program
@@ -40,20 +41,11 @@ export function registerQuality(program: Command): void {
 }
 
 function readText(file: string): string {
-  try {
-    return fs.readFileSync(file, 'utf8');
-  } catch (e) {
-    throw fromSystemError(file, e);
-  }
+  return readInput(file).toString('utf8');
 }
 
 function readIds(file: string): number[] {
-  let text: string;
-  try {
-    text = fs.readFileSync(file, 'utf8');
-  } catch (e) {
-    throw fromSystemError(file, e);
-  }
+  const text = readInput(file).toString('utf8');
   const parts = text.split(/[\s,]+/).filter(Boolean);
   return parts.map((p, i) => {
     if (!/^\d+$/.test(p)) throw new WasteError('E_ARG', `${file}: item ${i + 1} ("${p.slice(0, 20)}") is not a token id`);

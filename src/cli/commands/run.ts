@@ -8,6 +8,7 @@ import { intArg } from '../args.js';
 import { type EngineFlags, addEngineOptions, openOptions } from '../engine-options.js';
 import { type GenerateFlags, addGenerateOptions, generateOptions, statsLine } from '../generate-options.js';
 import { modelAndPrompt } from '../default-model.js';
+import { readInput } from '../../util/read.js';
 
 interface RunFlags extends EngineFlags, GenerateFlags {
   file?: string;
@@ -124,12 +125,7 @@ export function readPrompt(arg: string | undefined, file: string | undefined, op
   if (file === undefined && process.stdin.isTTY) throw new WasteError('E_ARG', 'no prompt: give one as an argument, with --file F, or on standard input');
   const from = file === undefined || file === '-' ? 0 : file;
   const name = file === undefined || file === '-' ? 'standard input' : file;
-  let bytes: Buffer;
-  try {
-    bytes = fs.readFileSync(from);
-  } catch (e) {
-    throw fromSystemError(name, e);
-  }
+  const bytes = readInput(from);
   let text: string;
   try {
     // not replaced silently: a U+FFFD in place of bad bytes would be a different text

@@ -58,12 +58,13 @@ export class WasmKernels implements Kernels {
    * model's widest input and chunk, each arena's prepared-activation buffer is sized for them up
    * front (see kernelArenaBytes).
    */
-  static async create(threads: number, arenas: Arena[], model?: { widest: number; chunk: number }): Promise<WasmKernels> {
+  static async create(threads: number, arenas: Arena[], model?: { widest: number; chunk: number; prepIn?: (a: Arena) => boolean }): Promise<WasmKernels> {
     if (!(Number.isInteger(threads) && threads >= 1 && threads <= 256))
       throw new WasteError('E_ARG', `threads must be an integer in 1..256 (got ${threads})`);
     const pool = threads > 1 ? await KernelPool.create(kernelModule(), threads, arenas) : undefined;
     const k = new WasmKernels(threads, pool, model ? prepBytesFor(model.widest, model.chunk) : 0);
-    for (const a of arenas) k.bind(a);
+    // only arenas that run trunk products need prepared activations (expert arenas run lookups)
+    for (const a of arenas) k.bind(a, model?.prepIn?.(a) ?? true);
     return k;
   }
 
@@ -71,12 +72,13 @@ export class WasmKernels implements Kernels {
     await this.pool?.close();
   }
 
-  private bind(arena: Arena): { ex: KernelExports; tmp: number; prep: number; prepBytes: number } {
+  private bind(arena: Arena, withPrep = true): { ex: KernelExports; tmp: number; prep: number; prepBytes: number } {
     let b = this.local.get(arena.id);
     if (!b) {
       const tmp = arena.alloc(this.threads * TMP_STRIDE, 4096);
-      const prep = this.prepBytes ? arena.alloc(this.prepBytes, 64) : 0;
-      b = { ex: instantiate(this.module, arena.memory), tmp, prep, prepBytes: this.prepBytes };
+      const prepBytes = withPrep ? this.prepBytes : 0;
+      const prep = prepBytes ? arena.alloc(prepBytes, 64) : 0;
+      b = { ex: instantiate(this.module, arena.memory), tmp, prep, prepBytes };
       this.local.set(arena.id, b);
       this.arenas.set(arena.id, arena);
       this.pool?.attach(arena);

@@ -44,7 +44,7 @@ export const kimiK3: Architecture<KimiConfig> = {
   countParams: countKimiParams,
   planWeights: (src, cfg, q) => planTrunk(src, cfg, q, KIMI_K3_LAYOUT),
   stateBytes: (cfg, maxContext) => KimiState.layerBytes(cfg, maxContext),
-  scratchBytes: (cfg, chunk, maxContext, q) => Scratch.bytes(scratchShape(cfg, maxContext, blockCount(cfg)), chunk, q),
+  scratchBytes: (cfg, chunk, maxContext, q, role) => Scratch.bytes(scratchShape(cfg, maxContext, blockCount(cfg)), chunk, q, role),
   widestInput,
   build(p) {
     if (p.cfg.arch !== 'kimi-k3') throw new WasteError('E_STATE', `a ${p.cfg.arch} config given to the Kimi K3 architecture`);

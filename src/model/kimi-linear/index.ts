@@ -37,7 +37,7 @@ export const kimiLinear: Architecture<KimiConfig> = {
   countParams: countKimiParams,
   planWeights: (src, cfg, q) => planTrunk(src, cfg, q, KIMI_LINEAR_LAYOUT),
   stateBytes: (cfg, maxContext) => KimiState.layerBytes(cfg, maxContext),
-  scratchBytes: (cfg, chunk, maxContext, q) => Scratch.bytes(scratchShape(cfg, maxContext), chunk, q),
+  scratchBytes: (cfg, chunk, maxContext, q, role) => Scratch.bytes(scratchShape(cfg, maxContext), chunk, q, role),
   widestInput,
   build(p) {
     if (p.cfg.arch !== 'kimi-linear') throw new WasteError('E_STATE', `a ${p.cfg.arch} config given to the Kimi-Linear architecture`);

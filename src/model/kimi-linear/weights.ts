@@ -28,8 +28,9 @@ export function kdaLayout(cfg: KimiConfig, a: string, b: Binder): KdaWeights {
     fA: b.matrix(`${a}f_a_proj.weight`, D, H),
     fB: b.matrix(`${a}f_b_proj.weight`, C, D),
     dtBias: b.vector(`${a}dt_bias`, C, [[C], [NH, D]]),
-    // K3 stores it [128] for 96 heads (zeros past them); it is read per head, never per channel
-    aLog: cfg.kda.fullRankGate || cfg.kda.gateLowerBound !== undefined ? b.head(`${a}A_log`, NH) : b.vector(`${a}A_log`, NH, [[1, 1, NH, 1], [NH], [1, NH], [NH, 1]]),
+    // one per head, the first NH stored: K3 stores [128] for 96 heads (zeros past them), and it is
+    // read per head, never per channel (as the C engine reads it)
+    aLog: b.head(`${a}A_log`, NH),
     bProj: b.matrix(`${a}b_proj.weight`, NH, H),
     gate: cfg.kda.fullRankGate
       ? { full: b.matrix(`${a}g_proj.weight`, C, H) }

@@ -18,7 +18,7 @@ export interface Binder {
   matrix(name: string, rows: number, cols: number): Tensor;
   /** A vector of n floats stored as any of `shapes` (default [n]); '' for n zeros. */
   vector(name: string, n: number, shapes?: number[][]): Float32Array;
-  /** The first n values of a 1-D tensor of at least n (K3 stores A_log padded). */
+  /** The first n values of a tensor of at least n, of any shape (K3 stores A_log padded, Kimi-Linear as [1, 1, n, 1]). */
   head(name: string, n: number): Float32Array;
   /** The elementwise product of two vectors of n floats stored as any of `shapes` (weights that only ever act together, fused at load). */
   product(a: string, b: string, n: number, shapes: number[][]): Float32Array;
@@ -65,8 +65,9 @@ export function planTrunk<C extends ModelConfig>(src: WeightSource, cfg: C, q: E
     },
     head(name, n) {
       const shape = src.shape(name);
-      if (shape.length !== 1 || shape[0] < n) throw shapeError(src.label, name, shape, `[at least ${n}]`);
-      bytes += aligned(shape[0] * 4);
+      const numel = shape.reduce((a, d) => a * d, 1);
+      if (numel < n || numel > 1 << 20) throw shapeError(src.label, name, shape, `at least ${n} values (at most 2^20)`);
+      bytes += aligned(numel * 4);
       return new Float32Array(0);
     },
     product(a, b, n, shapes) {
@@ -117,7 +118,7 @@ export function loadTrunk<C extends ModelConfig, Layer extends { ffn: { kind: st
       return out;
     },
     head(name, n) {
-      const all = arena.allocF32(src.shape(name)[0]);
+      const all = arena.allocF32(src.shape(name).reduce((a, d) => a * d, 1));
       src.readVector(name, all);
       return all.subarray(0, n);
     },

@@ -55,7 +55,8 @@ export abstract class KimiNetwork<C extends KimiFamilyConfig, Layer> implements 
     shape: ScratchShape,
   ) {
     if (q) this.geom = { stages: q.stages, entries: q.entries, vecDim: q.vecDim, indexBlock: q.indexBlock };
-    for (const a of weights.arenas) this.scratch.set(a, new Scratch(shape, chunk, q, arenaAllocator(a)));
+    const layers = new Set([...weights.layers.map((l) => l.arena), weights.headArena]);
+    for (const a of weights.arenas) this.scratch.set(a, new Scratch(shape, chunk, q, arenaAllocator(a), layers.has(a) ? 'layers' : 'experts'));
   }
 
   get arenas(): readonly Arena[] {

@@ -1,5 +1,6 @@
 import type { ExpertQuant } from '../../container/format.js';
 import type { Arena } from '../../memory/arena.js';
+import type { ArenaRole } from '../architecture.js';
 
 /** The widths a Kimi-family forward pass needs working memory for. */
 export interface ScratchShape {
@@ -28,7 +29,13 @@ export function arenaAllocator(a: Arena): Allocator {
   return { f32: (n) => a.allocF32(n), i32: (n) => a.i32(a.alloc(4 * n, 64), n) };
 }
 
-/** Working buffers for one chunk of T tokens in one arena, sized once from the shape. */
+/**
+ * Working buffers for one chunk of T tokens in one arena, sized once from the shape and from what
+ * the arena holds: an arena of trunk layers needs the layers' activations; an arena of expert
+ * slots needs only what computing an expert takes — the tokens' inputs, their lookup tables (built
+ * once per token and arena, for every expert of the layer that lands there), one expert's
+ * intermediate row, the experts' outputs — and the others are left empty.
+ */
 export class Scratch {
   /** [T][hidden] the hidden state of the tokens in flight. */
   x: Float32Array;
@@ -74,7 +81,7 @@ export class Scratch {
   books: [Float32Array, Float32Array, Float32Array];
   booksLayer = -1;
 
-  constructor(c: ScratchShape, T: number, q: ExpertQuant | undefined, m: Allocator) {
+  constructor(c: ScratchShape, T: number, q: ExpertQuant | undefined, m: Allocator, role: ArenaRole = 'layers') {
     const H = c.hidden;
     const C = c.kda.heads * c.kda.headDim;
     const a = c.mla;
@@ -82,51 +89,61 @@ export class Scratch {
     const E = c.moe.experts;
     const K = c.moe.topK;
     const W = c.expertWidth;
-    this.x = m.f32(T * H);
-    this.norm = m.f32(T * H);
-    this.out = m.f32(T * H);
-    this.q = m.f32(T * wide);
-    this.k = m.f32(T * C);
-    this.v = m.f32(T * C);
-    this.g = m.f32(T * C);
-    this.gate = m.f32(T * Math.max(C, a.heads * a.vHead));
-    this.low = m.f32(T * c.kda.headDim);
-    this.beta = m.f32(T * c.kda.heads);
-    this.o = m.f32(T * wide);
-    this.kv = m.f32(T * (a.kvLoraRank + a.qkRope));
-    this.qa = m.f32(T * a.qLoraRank);
-    this.qLat = m.f32(a.heads * a.kvLoraRank);
-    this.scores = m.f32(a.heads * c.maxContext);
-    this.ctx = m.f32(a.heads * a.kvLoraRank);
-    this.ffA = m.f32(T * c.inter);
-    this.ffB = m.f32(T * c.inter);
-    this.shared = m.f32(T * H);
-    this.router = m.f32(T * E);
-    this.route = m.i32(T * K);
-    this.routeW = m.f32(T * K);
+    const L = role === 'layers' ? 1 : 0;
+    const X = 1 - L;
+    this.x = m.f32(L * T * H);
+    // an expert arena keeps the tokens' inputs here (or in xLat, for a latent MoE)
+    this.norm = m.f32((L || !c.latent ? 1 : 0) * T * H);
+    this.out = m.f32(L * T * H);
+    this.q = m.f32(L * T * wide);
+    this.k = m.f32(L * T * C);
+    this.v = m.f32(L * T * C);
+    this.g = m.f32(L * T * C);
+    this.gate = m.f32(L * T * Math.max(C, a.heads * a.vHead));
+    this.low = m.f32(L * T * c.kda.headDim);
+    this.beta = m.f32(L * T * c.kda.heads);
+    this.o = m.f32(L * T * wide);
+    this.kv = m.f32(L * T * (a.kvLoraRank + a.qkRope));
+    this.qa = m.f32(L * T * a.qLoraRank);
+    this.qLat = m.f32(L * a.heads * a.kvLoraRank);
+    this.scores = m.f32(L * a.heads * c.maxContext);
+    this.ctx = m.f32(L * a.heads * a.kvLoraRank);
+    // layers: a chunk's dense or shared FFN (and a dense expert's row); experts: one expert's row
+    this.ffA = m.f32(L ? T * c.inter : c.moe.inter);
+    this.ffB = m.f32(L ? T * c.inter : c.moe.inter);
+    this.shared = m.f32(L * T * H);
+    this.router = m.f32(L * T * E);
+    this.route = m.i32(L * T * K);
+    this.routeW = m.f32(L * T * K);
     this.xLat = m.f32(T * c.latent);
-    this.yLat = m.f32(T * c.latent);
+    this.yLat = m.f32(L * T * c.latent);
     const lutSize = q ? (W / q.vecDim) * q.stages * q.entries : 0;
-    this.lut = m.f32(2 * T * lutSize);
-    this.lutDown = m.f32(q ? (c.moe.inter / q.vecDim) * q.stages * q.entries : 0);
+    this.lut = m.f32(X * 2 * T * lutSize);
+    this.lutDown = m.f32(X * (q ? (c.moe.inter / q.vecDim) * q.stages * q.entries : 0));
     this.expertOut = m.f32(T * K * W);
-    this.logits = m.f32(c.vocab);
-    this.lookIds = m.i32(64);
-    this.lookW = m.f32(64);
-    this.ps = m.f32(c.blocks ? T * H : 0);
-    this.blocks = m.f32(T * c.blocks * H);
+    this.logits = m.f32(L * c.vocab);
+    this.lookIds = m.i32(L * 64);
+    this.lookW = m.f32(L * 64);
+    this.ps = m.f32(L * (c.blocks ? T * H : 0));
+    this.blocks = m.f32(L * T * c.blocks * H);
     const per = q ? q.stages * q.vecDim * q.entries : 0;
-    this.books = [m.f32(per), m.f32(per), m.f32(per)];
+    this.books = [m.f32(X * per), m.f32(X * per), m.f32(X * per)];
   }
 
   /** Bytes the buffers take in an arena (each allocation 64-byte aligned, as the arena does). */
-  static bytes(c: ScratchShape, T: number, q: ExpertQuant | undefined): number {
+  static bytes(c: ScratchShape, T: number, q: ExpertQuant | undefined, role: ArenaRole): number {
     let n = 0;
     const count = (bytes: number, align = 64) => (n = Math.ceil(n / align) * align + bytes);
-    new Scratch(c, T, q, {
-      f32: (k) => (count(4 * k), new Float32Array(0)),
-      i32: (k) => (count(4 * k), new Int32Array(0)),
-    });
+    new Scratch(
+      c,
+      T,
+      q,
+      {
+        f32: (k) => (count(4 * k), new Float32Array(0)),
+        i32: (k) => (count(4 * k), new Int32Array(0)),
+      },
+      role,
+    );
     return n;
   }
 }
