@@ -12,6 +12,8 @@ export interface GoldenCase {
   /** …or a synthetic HuggingFace checkpoint, run by the f32 reference path. */
   checkpoint?: CheckpointOptions;
   ids: number[];
+  /** How close the engine must be (max |Δ| / max |ref|; default 1e-4). */
+  tolerance?: number;
 }
 
 export const GOLDEN_CASES: GoldenCase[] = [
@@ -74,5 +76,49 @@ export const GOLDEN_CASES: GoldenCase[] = [
     name: 'checkpoint-sharded',
     checkpoint: { shape: 'tiny', seed: 4, shards: 3 },
     ids: [9, 1, 250, 33, 33, 0, 299, 128, 64, 5],
+  },
+  {
+    // Kimi K3: attention residuals over several blocks and a partial one, the latent MoE, SiTU,
+    // KDA's bounded gate and full-rank output gate, MLA's compressed query and output gate
+    name: 'k3-tiny',
+    synth: { shape: 'k3-tiny', seed: 5 },
+    ids: [165, 77, 202, 24, 37, 48, 187, 29, 109, 19, 44, 222, 214, 35, 123, 46, 217, 30, 63, 114, 31, 203, 25, 113, 23, 68, 148, 214, 73, 60, 157, 92, 52, 96, 190, 49, 32, 30, 105, 1000],
+    tolerance: 1e-5,
+  },
+  {
+    // K3's features in other combinations and at awkward sizes: blocks of 2, a plain q_proj with
+    // the output gate, no latent norm, no linear β, a latent wider than the experts' width, top-2
+    // of 11, two dense layers, every trunk format (F16 included)
+    name: 'k3-awkward',
+    synth: {
+      shape: 'k3-tiny',
+      seed: 6,
+      layers: 6,
+      experts: 11,
+      trunkFormats: 'mixed',
+      config: {
+        hidden_size: 104,
+        vocab_size: 600,
+        intermediate_size: 150,
+        moe_intermediate_size: 40,
+        routed_expert_hidden_size: 56,
+        latent_moe_use_norm: false,
+        activation_situ_linear_beta: null,
+        activation_situ_beta: 3.0,
+        num_experts_per_token: 2,
+        num_shared_experts: 1,
+        first_k_dense_replace: 2,
+        num_attention_heads: 2,
+        q_lora_rank: 0,
+        kv_lora_rank: 36,
+        qk_nope_head_dim: 12,
+        qk_rope_head_dim: 5,
+        v_head_dim: 20,
+        attn_res_block_size: 2,
+        linear_attn_config: { num_heads: 5, head_dim: 12, short_conv_kernel_size: 3, gate_lower_bound: -3.5 },
+      },
+    },
+    ids: [5, 599, 17, 17, 200, 0, 64, 128, 1, 99, 300, 42, 11, 343, 344, 345],
+    tolerance: 1e-5,
   },
 ];

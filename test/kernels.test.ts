@@ -198,6 +198,78 @@ describe('kernels: WebAssembly vs TypeScript reference', () => {
     }
   });
 
+  it('kdaPrep with the bounded decay gate (K3): lb·σ(exp(A)·z), not the softplus form', () => {
+    for (const [H, D, K, lb] of [[3, 13, 4, -5], [2, 33, 2, -0.7]]) {
+      const C = H * D;
+      const q = randF32(C, -2, 2);
+      const k = randF32(C, -2, 2);
+      const v = randF32(C, -2, 2);
+      const taps = [randF32(C * K), randF32(C * K), randF32(C * K)] as [Float32Array, Float32Array, Float32Array];
+      const ring = randF32(3 * C * (K - 1));
+      const g = randF32(C, -8, 8);
+      const g0 = g.slice();
+      const dtBias = randF32(C);
+      const aLog = randF32(H, -1.5, 0.5);
+      const beta = randF32(H, -3, 3);
+      compare(`kdaPrep bounded ${H}×${D}`, [q, k, v, g, beta, ring], (kk) => kk.kdaPrep({ q, k, v, taps, ring, C, K, g, dtBias, aLog, beta, H, D, l2eps: 1e-6, lowerBound: lb }), 1e-5);
+      // the formula itself, element by element, on the reference's output
+      const g1 = g0.slice();
+      tsKernels.kdaPrep({ q: q.slice(), k: k.slice(), v: v.slice(), taps, ring: ring.slice(), C, K, g: g1, dtBias, aLog, beta: beta.slice(), H, D, l2eps: 1e-6, lowerBound: lb });
+      for (let i = 0; i < C; i++) {
+        const z = g0[i] + dtBias[i];
+        const want = lb / (1 + Math.exp(-Math.exp(aLog[Math.floor(i / D)]) * z));
+        assert.ok(Math.abs(g1[i] - want) <= 1e-6 * Math.abs(lb), `g[${i}] = ${g1[i]}, want ${want}`);
+        assert.ok(g1[i] > lb && g1[i] < 0);
+      }
+      const soft = g0.slice();
+      tsKernels.kdaPrep({ q: q.slice(), k: k.slice(), v: v.slice(), taps, ring: ring.slice(), C, K, g: soft, dtBias, aLog, beta: beta.slice(), H, D, l2eps: 1e-6 });
+      assert.ok(soft.some((x, i) => Math.abs(x - g1[i]) > 1e-3), 'the two gates are different functions');
+    }
+  });
+
+  it('situMul: SiTU-GLU against its formula, saturated, and with no linear β', () => {
+    const situ = (g: number, u: number, b: number, bl: number) => b * Math.tanh(g / b) * (1 / (1 + Math.exp(-g))) * (bl > 0 ? bl * Math.tanh(u / bl) : u);
+    for (const [n, beta, lin] of [[513, 4, 25], [37, 3, 0], [8, 1, 2]]) {
+      const a = randF32(n, -30, 30);
+      const b = randF32(n, -60, 60);
+      const a0 = a.slice();
+      compare(`situMul n=${n} β=${beta} β_l=${lin}`, [a], (k) => k.situMul(a, b, n, beta, lin), 1e-6);
+      const got = a0.slice();
+      tsKernels.situMul(got, b, n, beta, lin);
+      for (let i = 0; i < n; i++) assert.ok(Math.abs(got[i] - situ(a0[i], b[i], beta, lin)) <= 1e-5 * (1 + Math.abs(got[i])), `element ${i}`);
+    }
+  });
+
+  it('sigmoidMul: a ⊙ σ(g)', () => {
+    for (const n of [1, 7, 300]) {
+      const a = randF32(n, -3, 3);
+      const g = randF32(n, -10, 10);
+      compare(`sigmoidMul n=${n}`, [a], (k) => k.sigmoidMul(a, g, n), 1e-6);
+    }
+  });
+
+  it('attnRes: a softmax mix of 1 to 9 candidates by their normed scores, in order', () => {
+    for (const [nb, H] of [[0, 5], [1, 96], [3, 17], [8, 130]]) {
+      const blocks = randF32(Math.max(1, nb * H), -3, 3);
+      const cur = randF32(H, -3, 3);
+      const w = randF32(H, -0.5, 0.5);
+      const out = arena.allocF32(H);
+      compare(`attnRes ${nb + 1} candidates of ${H}`, [out], (k) => k.attnRes(blocks, nb, cur, w, H, 1e-5, out), 1e-6);
+      // the definition, on the reference's output
+      const cand = Array.from({ length: nb + 1 }, (_, i) => (i < nb ? blocks.subarray(i * H, (i + 1) * H) : cur));
+      const sc = cand.map((v) => v.reduce((t, x, j) => t + x * w[j], 0) / Math.sqrt(v.reduce((t, x) => t + x * x, 0) / H + 1e-5));
+      const mx = Math.max(...sc);
+      const e = sc.map((x) => Math.exp(x - mx));
+      const z = e.reduce((a, b) => a + b, 0);
+      tsKernels.attnRes(blocks, nb, cur, w, H, 1e-5, out);
+      for (let j = 0; j < H; j++) {
+        const want = cand.reduce((t, v, i) => t + (e[i] / z) * v[j], 0);
+        assert.ok(Math.abs(out[j] - want) <= 1e-5, `out[${j}] = ${out[j]}, want ${want}`);
+      }
+      if (nb === 0) assert.ok(sameBits(out, cur), 'one candidate: the mix is the candidate');
+    }
+  });
+
   for (const [fname, fmt] of FORMATS) {
     it(`mlaHeads with kv_b in ${fname}`, () => {
       for (const [heads, nope, rope, vh, kvl, n] of [[3, 7, 5, 9, 19, 1], [2, 16, 8, 16, 40, 30], [5, 3, 1, 2, 131, 7]]) {

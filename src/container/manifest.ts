@@ -70,8 +70,10 @@ export function parseManifest(text: string): Manifest {
     );
 
   const arch = m.str('arch', '', 256);
-  const tensorPrefix = m.str('tensor_prefix', '', 256);
   const config = m.object('config');
+  // a config still nested as a K3 checkpoint's is means its language model's tensors carry the
+  // checkpoint's prefix (as the C engine reads such a manifest)
+  const tensorPrefix = m.str('tensor_prefix', config.given('text_config') ? 'language_model.' : '', 256);
 
   const eq = m.optionalObject('expert_quant');
   const expertQuant = eq ? parseExpertQuant(eq) : undefined;

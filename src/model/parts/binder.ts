@@ -73,7 +73,7 @@ export function planTrunk<C extends ModelConfig>(src: WeightSource, cfg: C, q: E
     product(a, b, n, shapes) {
       fits(a, shapes);
       fits(b, shapes);
-      bytes += 2 * aligned(n * 4);
+      bytes += aligned(n * 4);
       return new Float32Array(0);
     },
     books() {
@@ -124,7 +124,8 @@ export function loadTrunk<C extends ModelConfig, Layer extends { ffn: { kind: st
     },
     product(a, b, n) {
       const out = arena.allocF32(n);
-      const other = arena.allocF32(n);
+      // the second factor only passes through
+      const other = new Float32Array(n);
       src.readVector(a, out);
       src.readVector(b, other);
       for (let i = 0; i < n; i++) out[i] *= other[i];
