@@ -25,6 +25,9 @@ export interface LayerBenchRow {
 
 export interface LayerBenchResult {
   container: string;
+  shape: 'kimi-linear' | 'k3';
+  /** Per thread count: ms one token of the full model would take with every expert in memory (its layer counts × ms per layer), and the experts' bytes it reads. */
+  fullToken: Record<number, { ms: number; expertBytes: number }>;
   tokens: number;
   readBandwidth: Record<number, number>;
   tokensPerSecond: Record<number, number>;
@@ -37,20 +40,22 @@ const stored = (t: Tensor) => {
 };
 
 /**
- * Decode with real Kimi-Linear shapes (hidden 2304, 256 experts of width 1024, top-8) and every
- * expert in memory: ms per KDA, MLA and MoE layer, next to the bytes each must read divided by the
- * memory read bandwidth measured in the same run.
+ * Decode with a real model's shapes — Kimi-Linear (hidden 2304, 256 experts of width 1024, top-8)
+ * or Kimi K3 (hidden 7168, experts of 3072 on a 3584 latent, top-16) — and every expert in memory:
+ * ms per KDA, MLA and MoE layer, next to the bytes each must read divided by the memory read
+ * bandwidth measured in the same run; and what a whole token of the full model would take.
  */
-export async function benchLayers(opts: { dir?: string; layers?: number; experts?: number; tokens?: number; threads?: number[]; log?: (s: string) => void } = {}): Promise<LayerBenchResult> {
+export async function benchLayers(opts: { shape?: 'kimi-linear' | 'k3'; dir?: string; layers?: number; experts?: number; tokens?: number; threads?: number[]; log?: (s: string) => void } = {}): Promise<LayerBenchResult> {
   const log = opts.log ?? (() => {});
+  const shape = opts.shape ?? 'kimi-linear';
   const layers = opts.layers ?? 4;
-  const experts = opts.experts ?? 256;
+  const experts = opts.experts ?? (shape === 'k3' ? 48 : 256);
   const tokens = opts.tokens ?? 16;
   const threadCounts = opts.threads ?? [...new Set([1, Math.max(2, cpuCount())])];
-  const dir = opts.dir ?? path.join(os.tmpdir(), `waste-bench-kimi-linear-L${layers}-E${experts}`);
+  const dir = opts.dir ?? path.join(os.tmpdir(), `waste-bench-${shape}-L${layers}-E${experts}`);
   if (!fs.existsSync(path.join(dir, 'manifest.json'))) {
-    log(`writing a synthetic Kimi-Linear container (${layers} layers, ${experts} experts) to ${dir}…`);
-    writeSyntheticContainer(dir, { shape: 'kimi-linear', layers, experts, seed: 1, force: true });
+    log(`writing a synthetic ${shape} container (${layers} layers, ${experts} experts) to ${dir}…`);
+    writeSyntheticContainer(dir, { shape, layers, experts, seed: 1, force: true });
   }
 
   // The read bandwidth of an arena, per thread count, on a region far larger than the caches.
@@ -67,7 +72,7 @@ export async function benchLayers(opts: { dir?: string; layers?: number; experts
     await k.close();
   }
 
-  const result: LayerBenchResult = { container: dir, tokens, readBandwidth, tokensPerSecond: {}, rows: [] };
+  const result: LayerBenchResult = { container: dir, shape, tokens, readBandwidth, tokensPerSecond: {}, rows: [], fullToken: {} };
   for (const threads of threadCounts) {
     log(`decoding with ${threads} thread${threads > 1 ? 's' : ''}…`);
     const m = await Model.open(dir, { threads, preloadExperts: true, maxContext: 256 });
@@ -87,6 +92,7 @@ export async function benchLayers(opts: { dir?: string; layers?: number; experts
       const count = (kind: string) => cfg.layerKinds.filter((k) => k.attn === kind || k.ffn === kind).length;
       const first = (pred: (l: (typeof w.layers)[number]) => boolean) => w.layers.find(pred)!;
       const phases: [string, number][] = [];
+      // the sublayers, as the first layer of each kind has them (later MoE layers are alike)
       const kdaL = w.layers.find((l) => l.attn.kind === 'kda');
       if (kdaL && kdaL.attn.kind === 'kda') {
         const a = kdaL.attn;
@@ -106,23 +112,35 @@ export async function benchLayers(opts: { dir?: string; layers?: number; experts
         const f = moeL.ffn;
         const bank = m.container!.banks.get(w.layers.indexOf(moeL))!;
         const shared = f.shared ? stored(f.shared.gate) + stored(f.shared.up) + stored(f.shared.down) : 0;
-        phases.push(['moe', stored(f.router) + shared + cfg.moe.topK * (bank.layout.payloadEnd - 48)]);
+        const latent = f.latent ? stored(f.latent.down) + stored(f.latent.up) : 0;
+        phases.push(['moe', stored(f.router) + shared + latent + cfg.moe.topK * (bank.layout.payloadEnd - 48)]);
       }
       const denseL = w.layers.find((l) => l.ffn.kind === 'dense');
       if (denseL && denseL.ffn.kind === 'dense') phases.push(['dense', stored(denseL.ffn.gate) + stored(denseL.ffn.up) + stored(denseL.ffn.down)]);
       const head = stored(w.lmHead);
       phases.push(['head', head]);
+      const full = FULL[shape];
+      let fullMs = 0;
       for (const [phase, bytes] of phases) {
         const n = phase === 'head' ? 1 : count(phase);
         const ms = (prof[phase] ?? 0) / tokens / n;
         result.rows.push({ phase, threads, msPerLayer: ms, bytes, floorMs: (bytes / readBandwidth[threads]) * 1000 });
+        fullMs += ms * (phase === 'head' ? 1 : full[phase as keyof typeof full]);
       }
+      const bank = [...m.container!.banks.values()][0];
+      result.fullToken[threads] = { ms: fullMs, expertBytes: full.moe * cfg.moe.topK * bank.stride };
     } finally {
       await m.close();
     }
   }
   return result;
 }
+
+/** The full models' layer counts: K3 has 69 KDA, 24 MLA, 1 dense and 92 MoE layers; Kimi-Linear 48B 20, 7, 1 and 26. */
+const FULL = {
+  'kimi-linear': { kda: 20, mla: 7, dense: 1, moe: 26 },
+  k3: { kda: 69, mla: 24, dense: 1, moe: 92 },
+};
 
 export function renderLayerBench(r: LayerBenchResult): string {
   const bw = Object.entries(r.readBandwidth).map(([t, b]) => `${(b / 1e9).toFixed(1)} GB/s with ${t} thread${t === '1' ? '' : 's'}`);
@@ -131,6 +149,9 @@ export function renderLayerBench(r: LayerBenchResult): string {
     `decode, everything in memory, ${r.tokens} tokens (${r.container})\n` +
     `measured read bandwidth: ${bw.join(', ')}\n` +
     `decode: ${tps.join(', ')}\n` +
+    Object.entries(r.fullToken)
+      .map(([t, f]) => `the full ${r.shape} model, every expert in memory, ${t} thread${t === '1' ? '' : 's'}: ${f.ms.toFixed(0)} ms a token (${(1000 / f.ms).toFixed(2)} tok/s); its experts are ${(f.expertBytes / 1e9).toFixed(2)} GB a token\n`)
+      .join('') +
     table(
       r.rows.map((x) => [x.phase, x.threads, x.msPerLayer.toFixed(3), (x.bytes / 2 ** 20).toFixed(2), x.floorMs.toFixed(3), (x.msPerLayer / x.floorMs).toFixed(2)]),
       ['phase', 'thr', 'ms/layer', 'MiB read', 'floor ms', '× floor'],

@@ -2,7 +2,7 @@
  * `npm run bench -- <what>`: benchmarks print a table (and JSON with --json). They are not tests:
  * they measure ratios side by side in one run, on this machine.
  *   kernels    kernel throughput next to the arena's measured memory read bandwidth
- *   layers     decode with real Kimi-Linear shapes, all experts in memory: ms per layer vs the floor
+ *   layers     decode with real Kimi-Linear shapes (--shape k3: Kimi K3's), all experts in memory: ms per layer vs the floor
  *   pages      what the first use of a 4 KiB page of arena memory costs (fresh, after a disk read)
  *   dispatch   tiny-model decode with 1 and 2 threads (what the worker pool costs)
  *   convert    conversion throughput on Kimi-Linear shapes, projected onto the 48B model
@@ -27,7 +27,8 @@ if (what === 'kernels') {
   const r = await benchKernels({ quick, log: (s) => process.stderr.write(`${s}\n`) });
   process.stdout.write(json ? JSON.stringify(r, null, 2) + '\n' : renderKernelBench(r));
 } else if (what === 'layers') {
-  const r = await benchLayers({ log: (s) => process.stderr.write(`${s}\n`) });
+  const shape = args.includes('--shape') && args[args.indexOf('--shape') + 1] === 'k3' ? 'k3' : 'kimi-linear';
+  const r = await benchLayers({ shape, log: (s) => process.stderr.write(`${s}\n`) });
   process.stdout.write(json ? JSON.stringify(r, null, 2) + '\n' : renderLayerBench(r));
 } else if (what === 'pages') {
   const r = await benchPages({ log: (s) => process.stderr.write(`${s}\n`) });

@@ -21,12 +21,13 @@ export function registerBench(program: Command): void {
       .addOption(new Option('--inputs <how>', 'decode inputs: a fixed pseudo-random sequence, or each step\'s most likely token').choices(['random', 'greedy']).default('random')),
   )
     .option('--kernels', 'kernel throughput per thread count, next to the arena read bandwidth measured in the same run', false)
-    .option('--layers', 'decode with real Kimi-Linear shapes and every expert in memory: ms per layer against bytes ÷ bandwidth', false)
+    .option('--layers', 'decode with a real model\'s shapes and every expert in memory: ms per layer against bytes ÷ bandwidth, and a full token projected', false)
+    .addOption(new Option('--shape <shape>', 'the shapes --layers decodes with').choices(['kimi-linear', 'k3']).default('kimi-linear'))
     .option('--pages', 'what the first use of a 4 KiB page of engine memory costs, fresh and after a disk read (large on some VMs)', false)
     .option('--dispatch', 'tiny-model decode with 1 and 2 threads', false)
     .option('--quick', 'smaller buffers and shorter timing (less precise)', false)
     .option('--json', 'print JSON', false)
-    .action(async (model: string | undefined, o: EngineFlags & { kernels: boolean; layers: boolean; pages: boolean; dispatch: boolean; quick: boolean; json: boolean; tokens: number; promptTokens: number; routingTrace?: string; inputs: 'random' | 'greedy'; cacheSlots?: number }) => {
+    .action(async (model: string | undefined, o: EngineFlags & { kernels: boolean; layers: boolean; pages: boolean; dispatch: boolean; quick: boolean; json: boolean; shape: 'kimi-linear' | 'k3'; tokens: number; promptTokens: number; routingTrace?: string; inputs: 'random' | 'greedy'; cacheSlots?: number }) => {
       // no model and nothing else chosen: the demo model
       if (!model && !o.kernels && !o.layers && !o.pages && !o.dispatch) model = modelOrDemo(undefined);
       const log = (s: string) => process.stderr.write(`${s}\n`);
@@ -42,7 +43,7 @@ export function registerBench(program: Command): void {
         else process.stdout.write(renderKernelBench(r));
       }
       if (o.layers) {
-        const r = await benchLayers({ log, tokens: o.quick ? 4 : 16 });
+        const r = await benchLayers({ log, shape: o.shape, tokens: o.quick ? 4 : 16 });
         if (o.json) out.layers = r;
         else process.stdout.write(renderLayerBench(r));
       }
