@@ -121,4 +121,12 @@ export const GOLDEN_CASES: GoldenCase[] = [
     ids: [5, 599, 17, 17, 200, 0, 64, 128, 1, 99, 300, 42, 11, 343, 344, 345],
     tolerance: 1e-5,
   },
+  {
+    // K3's checkpoint as its release lays it out: nested config, language_model. prefix, MXFP4
+    // routed experts (decoded exactly), a vision tower beside it; run by the f32 reference path
+    name: 'k3-checkpoint',
+    checkpoint: { shape: 'k3-tiny', seed: 3, shards: 3 },
+    ids: [5, 17, 200, 33, 250, 9, 120, 64, 700, 1000, 3],
+    tolerance: 1e-5,
+  },
 ];

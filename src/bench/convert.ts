@@ -3,7 +3,8 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { convert } from '../convert/convert.js';
 import { cpuCount } from '../kernels/wasm/pool.js';
-import { countParams, parseKimiLinearConfig } from '../model/kimi-linear/config.js';
+import { countKimiParams, type KimiConfig } from '../model/parts/kimi-config.js';
+import { parseModelConfig } from '../model/registry.js';
 import { writeSyntheticCheckpoint } from '../synth/checkpoint.js';
 import { synthConfig } from '../synth/synth.js';
 import { Fields } from '../util/fields.js';
@@ -20,15 +21,16 @@ export interface ConvertBenchRow {
   /** Expert encoding throughput in source MB/s, and per thread. */
   expertMBps: number;
   expertMBpsPerCore: number;
-  /** Kimi-Linear 48B on `projectCores` cores at this per-core rate, in hours. */
+  /** The full model on `projectCores` cores at this per-core rate, in hours. */
   projectedHours: number;
 }
 
 export interface ConvertBenchResult {
+  shape: 'kimi-linear' | 'k3';
   checkpoint: string;
   experts: number;
   projectCores: number;
-  /** Kimi-Linear 48B's source: routed experts and the rest (bf16 bytes). */
+  /** The full model's source: routed experts (bf16 for Kimi-Linear, MXFP4 for K3) and the rest (bf16), in bytes. */
   klExpertBytes: number;
   klTrunkBytes: number;
   rows: ConvertBenchRow[];
@@ -40,22 +42,27 @@ export interface ConvertBenchResult {
  * a layer's codebook training and each expert's encoding are timed apart from the progress
  * reports, then projected onto the whole 48B model (26 MoE layers × 256 experts).
  */
-export async function benchConvert(opts: { experts?: number; threads?: number[]; projectCores?: number; log?: (s: string) => void } = {}): Promise<ConvertBenchResult> {
+export async function benchConvert(opts: { shape?: 'kimi-linear' | 'k3'; experts?: number; threads?: number[]; projectCores?: number; log?: (s: string) => void } = {}): Promise<ConvertBenchResult> {
   const log = opts.log ?? (() => {});
-  const experts = opts.experts ?? 16;
+  const shape = opts.shape ?? 'kimi-linear';
+  const experts = opts.experts ?? (shape === 'k3' ? 6 : 16);
   const projectCores = opts.projectCores ?? 8;
   const threadCounts = opts.threads ?? [...new Set([1, Math.max(2, cpuCount())])];
-  const dir = path.join(os.tmpdir(), `waste-bench-hf-kimi-linear-E${experts}`);
+  const dir = path.join(os.tmpdir(), `waste-bench-hf-${shape}-E${experts}`);
   if (!fs.existsSync(path.join(dir, 'config.json'))) {
-    log(`writing a synthetic Kimi-Linear checkpoint (2 layers, ${experts} experts, bf16) to ${dir}…`);
-    writeSyntheticCheckpoint(dir, { shape: 'kimi-linear', layers: 2, experts, seed: 1, shards: 2, force: true, config: { vocab_size: 16384 } });
+    log(`writing a synthetic ${shape} checkpoint (2 layers, ${experts} experts) to ${dir}…`);
+    writeSyntheticCheckpoint(dir, { shape, layers: 2, experts, seed: 1, shards: 2, force: true, config: { vocab_size: 16384 } });
   }
 
-  const full = parseKimiLinearConfig(Fields.root('kimi-linear', synthConfig({ shape: 'kimi-linear' })));
+  // every architecture the converter writes is of the Kimi family
+  const flat = synthConfig({ shape });
+  const full = parseModelConfig(Fields.root(shape, flat)) as KimiConfig;
   const moeLayers = full.layerKinds.filter((k) => k.ffn === 'moe').length;
-  const perExpert = 3 * full.hidden * full.moe.inter * 2;
+  const weightsPerExpert = 3 * full.expertWidth * full.moe.inter;
+  // K3's experts come packed as MXFP4: half a byte a weight and a scale byte per 32
+  const perExpert = shape === 'k3' ? weightsPerExpert / 2 + weightsPerExpert / 32 : weightsPerExpert * 2;
   const klExpertBytes = moeLayers * full.moe.experts * perExpert;
-  const klTrunkBytes = countParams(full).total * 2 - klExpertBytes;
+  const klTrunkBytes = (countKimiParams(full).total - moeLayers * full.moe.experts * weightsPerExpert) * 2;
 
   const rows: ConvertBenchRow[] = [];
   for (const threads of threadCounts) {
@@ -82,12 +89,12 @@ export async function benchConvert(opts: { experts?: number; threads?: number[];
     const projectedHours = (klTrunkBytes / 1e6 / trunkMBps + moeLayers * layerSeconds) / 3600;
     rows.push({ threads, trunkMBps, trainSeconds, secondsPerExpert, expertMBps, expertMBpsPerCore, projectedHours });
   }
-  return { checkpoint: dir, experts, projectCores, klExpertBytes, klTrunkBytes, rows };
+  return { shape, checkpoint: dir, experts, projectCores, klExpertBytes, klTrunkBytes, rows };
 }
 
 export function renderConvertBench(r: ConvertBenchResult): string {
   return (
-    `conversion of Kimi-Linear shapes (${r.checkpoint}); projection: Kimi-Linear 48B = ${(r.klExpertBytes / 1e9).toFixed(1)} GB of experts + ${(r.klTrunkBytes / 1e9).toFixed(1)} GB of trunk (bf16) on ${r.projectCores} cores at the per-core rate measured\n` +
+    `conversion of ${r.shape} shapes (${r.checkpoint}); projection: the full model = ${(r.klExpertBytes / 1e9).toFixed(1)} GB of experts + ${(r.klTrunkBytes / 1e9).toFixed(1)} GB of trunk (bf16) on ${r.projectCores} cores at the per-core rate measured\n` +
     table(
       r.rows.map((x) => [
         x.threads,
@@ -98,7 +105,7 @@ export function renderConvertBench(r: ConvertBenchResult): string {
         x.expertMBpsPerCore.toFixed(1),
         x.projectedHours.toFixed(2),
       ]),
-      ['threads', 'trunk MB/s', 'train s/layer', 's/expert', 'experts MB/s', 'MB/s/core', `48B h @${r.projectCores} cores`],
+      ['threads', 'trunk MB/s', 'train s/layer', 's/expert', 'experts MB/s', 'MB/s/core', `full model h @${r.projectCores} cores`],
     )
   );
 }

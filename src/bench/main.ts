@@ -5,7 +5,7 @@
  *   layers     decode with real Kimi-Linear shapes (--shape k3: Kimi K3's), all experts in memory: ms per layer vs the floor
  *   pages      what the first use of a 4 KiB page of arena memory costs (fresh, after a disk read)
  *   dispatch   tiny-model decode with 1 and 2 threads (what the worker pool costs)
- *   convert    conversion throughput on Kimi-Linear shapes, projected onto the 48B model
+ *   convert    conversion throughput on Kimi-Linear shapes (--shape k3: K3's, MXFP4 experts), projected onto the full model
  *   tokenizer  encoding 1 MB of multilingual text, next to the tiktoken package
  *   server     one reply through the library, HTTP JSON and HTTP SSE; free vs schema-enforced decode
  */
@@ -37,7 +37,7 @@ if (what === 'kernels') {
   const r = await benchDispatch();
   process.stdout.write(json ? JSON.stringify(r, null, 2) + '\n' : renderDispatch(r));
 } else if (what === 'convert') {
-  const r = await benchConvert({ log: (s) => process.stderr.write(`${s}\n`) });
+  const r = await benchConvert({ shape: args.includes('--shape') && args[args.indexOf('--shape') + 1] === 'k3' ? 'k3' : 'kimi-linear', log: (s) => process.stderr.write(`${s}\n`) });
   process.stdout.write(json ? JSON.stringify(r, null, 2) + '\n' : renderConvertBench(r));
 } else if (what === 'tokenizer') {
   const r = benchTokenizer();

@@ -11,8 +11,8 @@ import { openRegular, readJson } from '../util/read.js';
  * against the file before a byte of data is read, and tensors are read one at a time (or a range of
  * rows at a time), never a whole shard.
  */
-export type Dtype = 'BF16' | 'F16' | 'F32';
-const DTYPE_BYTES: Record<Dtype, number> = { BF16: 2, F16: 2, F32: 4 };
+export type Dtype = 'BF16' | 'F16' | 'F32' | 'U8';
+const DTYPE_BYTES: Record<Dtype, number> = { BF16: 2, F16: 2, F32: 4, U8: 1 };
 const MAX_HEADER = 256 << 20;
 
 export interface TensorInfo {
@@ -105,7 +105,7 @@ export class SafetensorsSet {
       if (!isObject(meta)) throw bad(`${tname}: entry is not an object`);
       const dtype = meta.dtype;
       if (typeof dtype !== 'string') throw bad(`${tname}: dtype is missing`);
-      if (!(dtype in DTYPE_BYTES)) throw unsupported(`${name}: ${tname} is stored as ${dtype}; the converter reads BF16, F16 and F32`);
+      if (!(dtype in DTYPE_BYTES)) throw unsupported(`${name}: ${tname} is stored as ${dtype}; the converter reads BF16, F16, F32 and U8 (MXFP4's packed values and scales)`);
       const shape = meta.shape;
       if (!Array.isArray(shape) || shape.length > 8 || !shape.every((d) => typeof d === 'number' && Number.isInteger(d) && d >= 0 && d <= 2 ** 40))
         throw bad(`${tname}: shape must be a list of non-negative integers`);
@@ -144,21 +144,12 @@ export class SafetensorsSet {
   /** Rows [row0, row0 + n) of a tensor viewed as [rows][last dim], as f32, into `out`. */
   readRows(name: string, row0: number, n: number, out: Float32Array): void {
     const t = this.info(name);
+    if (t.dtype === 'U8') throw new WasteError('E_FORMAT', `the checkpoint's ${name} is stored as U8 (packed bytes), not as numbers`);
     const cols = t.shape.length ? t.shape[t.shape.length - 1] : 1;
     const size = DTYPE_BYTES[t.dtype];
     const bytes = n * cols * size;
     if (out.length < n * cols) throw new Error('readRows: output too small');
-    if ((row0 + n) * cols * size > t.bytes) throw new WasteError('E_ARG', `${name}: rows ${row0}..${row0 + n} are past its end`);
-    // unpooled, so its memory starts aligned for the typed views below
-    if (this.buf.length < bytes) this.buf = Buffer.allocUnsafeSlow(Math.max(bytes, 1 << 20));
-    const shard = this.shards.get(t.file)!;
-    let done = 0;
-    const pos = t.offset + row0 * cols * size;
-    while (done < bytes) {
-      const got = fs.readSync(shard.fd, this.buf, done, Math.min(bytes - done, 1 << 30), pos + done);
-      if (got <= 0) throw new WasteError('E_IO', `${path.basename(t.file)}: short read of ${name}`);
-      done += got;
-    }
+    this.readRange(t, row0 * cols * size, bytes);
     const m = n * cols;
     const b = this.buf;
     if (t.dtype === 'F32') out.set(new Float32Array(b.buffer, b.byteOffset, m));
@@ -170,6 +161,30 @@ export class SafetensorsSet {
         const o = new Uint32Array(out.buffer, out.byteOffset, m);
         for (let i = 0; i < m; i++) o[i] = h[i] << 16;
       }
+    }
+  }
+
+  /** Rows [row0, row0 + n) of a U8 tensor (packed bytes) as they are stored, into `out`. */
+  readBytes(name: string, row0: number, n: number, out: Uint8Array): void {
+    const t = this.info(name);
+    if (t.dtype !== 'U8') throw new WasteError('E_FORMAT', `the checkpoint's ${name} is stored as ${t.dtype}, not as packed bytes (U8)`);
+    const cols = t.shape.length ? t.shape[t.shape.length - 1] : 1;
+    this.readRange(t, row0 * cols, n * cols);
+    out.set(this.buf.subarray(0, n * cols));
+  }
+
+  /** `bytes` bytes of tensor `t` from `start` into the read buffer. */
+  private readRange(t: TensorInfo, start: number, bytes: number): void {
+    if (start + bytes > t.bytes) throw new WasteError('E_ARG', `${t.name}: bytes ${start}..${start + bytes} are past its end`);
+    // unpooled, so its memory starts aligned for the typed views below
+    if (this.buf.length < bytes) this.buf = Buffer.allocUnsafeSlow(Math.max(bytes, 1 << 20));
+    const shard = this.shards.get(t.file)!;
+    let done = 0;
+    const pos = t.offset + start;
+    while (done < bytes) {
+      const got = fs.readSync(shard.fd, this.buf, done, Math.min(bytes - done, 1 << 30), pos + done);
+      if (got <= 0) throw new WasteError('E_IO', `${path.basename(t.file)}: short read of ${t.name}`);
+      done += got;
     }
   }
 

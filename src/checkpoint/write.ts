@@ -5,7 +5,7 @@ import { fromSystemError } from '../util/errors.js';
 /** A tensor to write: its dtype, shape and raw little-endian bytes. */
 export interface RawTensor {
   name: string;
-  dtype: 'BF16' | 'F16' | 'F32';
+  dtype: 'BF16' | 'F16' | 'F32' | 'U8';
   shape: number[];
   data: Uint8Array;
 }

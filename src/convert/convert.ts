@@ -1,6 +1,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { readCheckpointConfig } from '../checkpoint/config.js';
+import type { JsonObject } from '../util/fields.js';
 import { SafetensorsSet } from '../checkpoint/safetensors.js';
 import { CODEBOOKS } from '../container/codebooks.js';
 import { TRUNK } from '../container/trunk.js';
@@ -8,8 +9,10 @@ import { writeFileAtomic, writeManifest } from '../container/write.js';
 import { WasmKernels } from '../kernels/wasm/index.js';
 import { cpuCount } from '../kernels/wasm/pool.js';
 import { Arena } from '../memory/arena.js';
-import { parseKimiLinearConfig } from '../model/kimi-linear/config.js';
-import { kimiLinear } from '../model/kimi-linear/index.js';
+import { CheckpointWeights } from '../checkpoint/weights.js';
+import { architectureOf } from '../model/registry.js';
+import type { KimiConfig } from '../model/parts/kimi-config.js';
+import { visionFiles } from './vision.js';
 import { CheckpointSource } from '../model/sources/checkpoint-source.js';
 import { WasteError, fromSystemError } from '../util/errors.js';
 import { formatSize } from '../util/size.js';
@@ -64,14 +67,17 @@ export async function convert(src: string, out: string, opts: ConvertOptions = {
   checkOutput(out, opts.force ?? false);
 
   const { raw, fields } = readCheckpointConfig(src);
-  const cfg = parseKimiLinearConfig(fields);
+  const arch = architectureOf(fields);
+  // every architecture this converter writes is of the Kimi family
+  const cfg = arch.parseConfig(fields) as KimiConfig;
   const st = SafetensorsSet.open(src);
   let kernels: WasmKernels | undefined;
   let job: Job | undefined;
   try {
+    const w = new CheckpointWeights(st, CheckpointWeights.prefixOf(st));
     // every tensor the model needs, at the shape the config implies, before any work
-    kimiLinear.planWeights(new CheckpointSource(st), cfg, undefined);
-    const plan = planConversion(src, st, cfg, settings);
+    arch.planWeights(new CheckpointSource(w), cfg, undefined);
+    const plan = planConversion(src, w, cfg, settings);
     job = Job.open(`${out}.partial`, plan.identity, settings, log);
     const { state } = job;
     const dir = job.dir;
@@ -98,7 +104,7 @@ export async function convert(src: string, out: string, opts: ConvertOptions = {
 
     if (!state.trunk) {
       const tmp = path.join(dir, 'trunk.bin.tmp');
-      const index = writeTrunk(st, plan.trunk, tmp, tick('trunk'));
+      const index = writeTrunk(w, plan.trunk, tmp, tick('trunk'));
       rename(tmp, path.join(dir, TRUNK));
       state.trunk = index;
       job.save();
@@ -108,7 +114,7 @@ export async function convert(src: string, out: string, opts: ConvertOptions = {
     if (todo.length && !state.codebooks) {
       const arena = new Arena(0);
       kernels = await WasmKernels.create(threads, [arena]);
-      const encoder = new ExpertEncoder(kernels, arena, st, plan.q, plan.layout, settings);
+      const encoder = new ExpertEncoder(kernels, arena, w, plan.q, plan.layout, settings);
       for (const l of todo) {
         const bank = path.join(dir, `experts-L${l.layer}.bin`);
         const books = encoder.convertLayer(l, `${bank}.tmp`, tick(`layer ${l.layer}`));
@@ -126,14 +132,15 @@ export async function convert(src: string, out: string, opts: ConvertOptions = {
       job.save();
     }
 
-    const small = copyTokenizerFiles(src, dir);
+    const small = [...copyTokenizerFiles(src, dir), ...visionFiles(src, dir, raw)];
     if (!small.includes('tokenizer.model') && !small.includes('tokenizer.json'))
       log(`note: ${src} has no tiktoken.model, tokenizer.model or tokenizer.json; the container can run token ids but not text`);
     const manifest = {
       format_version: 0,
-      arch: 'kimi-linear',
-      tensor_prefix: '',
-      config: raw,
+      // descriptive (readers derive the architecture from the config)
+      arch: arch.id,
+      tensor_prefix: w.prefix,
+      config: flattened(raw),
       expert_quant: {
         fmt: plan.q.name,
         stages: plan.q.stages,
@@ -160,6 +167,18 @@ export async function convert(src: string, out: string, opts: ConvertOptions = {
     st.close();
     await kernels?.close();
   }
+}
+
+/**
+ * The manifest's config: a checkpoint's nested `text_config` flattened to the top with the outer
+ * part (K3's name, ids, vision and quantization configs) kept under `_outer`, as the C engine's
+ * converter writes it; a flat config as it is.
+ */
+export function flattened(raw: JsonObject): JsonObject {
+  const text = raw.text_config;
+  if (!text || typeof text !== 'object' || Array.isArray(text)) return raw;
+  const { text_config: _, ...outer } = raw;
+  return { ...(text as JsonObject), _outer: outer };
 }
 
 function definedOnly(o: ConvertOptions): Partial<ConvertSettings> {

@@ -1,5 +1,5 @@
 import * as fs from 'node:fs';
-import type { SafetensorsSet } from '../checkpoint/safetensors.js';
+import type { CheckpointWeights } from '../checkpoint/weights.js';
 import type { ExpertQuant, RecordLayout } from '../container/format.js';
 import { encodeCodebooks, encodeExpertRecord } from '../container/write.js';
 import type { WasmKernels } from '../kernels/wasm/index.js';
@@ -33,7 +33,7 @@ export class ExpertEncoder {
   constructor(
     kernels: WasmKernels,
     arena: Arena,
-    private readonly st: SafetensorsSet,
+    private readonly st: CheckpointWeights,
     private readonly q: ExpertQuant,
     private readonly layout: RecordLayout,
     private readonly settings: ConvertSettings,
@@ -73,9 +73,9 @@ export class ExpertEncoder {
         const scales = ([0, 1, 2] as const).map((kind) => {
           const { rows, cols } = this.layout.shapes[kind];
           const name = expertTensor(plan.layer, e, kind);
-          bytes += this.st.info(name).bytes;
+          bytes += this.st.info(name).sourceBytes;
           this.read(name, rows, cols);
-          const s = normalizeRows(this.W, rows, cols, this.vectors, `the checkpoint's ${name}`);
+          const s = normalizeRows(this.W, rows, cols, this.vectors, `the checkpoint's ${this.st.prefix}${name}`);
           encodeResidual(this.ws, this.vectors, (rows * cols) / this.q.vecDim, books[kind], this.stageCodes, this.codes[kind]);
           return s;
         }) as [Uint16Array, Uint16Array, Uint16Array];
@@ -129,6 +129,6 @@ export class ExpertEncoder {
   private read(name: string, rows: number, cols: number): void {
     const W = this.W.subarray(0, rows * cols);
     this.st.readRows(name, 0, rows, W);
-    for (let i = 0; i < W.length; i++) if (!Number.isFinite(W[i])) throw new WasteError('E_FORMAT', `the checkpoint's ${name} holds a non-finite value at index ${i}`);
+    for (let i = 0; i < W.length; i++) if (!Number.isFinite(W[i])) throw new WasteError('E_FORMAT', `the checkpoint's ${this.st.prefix}${name} holds a non-finite value at index ${i}`);
   }
 }

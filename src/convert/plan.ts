@@ -2,9 +2,10 @@ import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { SafetensorsSet } from '../checkpoint/safetensors.js';
+import type { CheckpointWeights } from '../checkpoint/weights.js';
 import { CODEBOOK_HEADER_BYTES, type ExpertQuant, Fmt, type RecordLayout, recordLayout } from '../container/format.js';
 import { storedSizes } from '../container/tensor.js';
-import type { KimiLinearConfig } from '../model/kimi-linear/config.js';
+import type { KimiConfig } from '../model/parts/kimi-config.js';
 import { WasteError } from '../util/errors.js';
 import { readBytes } from '../util/read.js';
 
@@ -39,9 +40,13 @@ const SMALL_TENSOR = 65536;
 export const TRUNK_GROUP = 128;
 
 export interface TrunkTensorPlan {
+  /** Its name in trunk.bin (the checkpoint's own, prefix included). */
   name: string;
   fmt: number;
+  /** As stored: a vision tower's 3-D and 4-D tensors as the 2-D matrices they act as. */
   shape: number[];
+  /** Rows [row0, row0 + n) of it as f32. */
+  read(row0: number, n: number, out: Float32Array): void;
   /** Bytes in trunk.bin (payload and scales). */
   bytes: number;
   /** Bytes of the source tensor (for progress). */
@@ -92,33 +97,41 @@ export function trunkFormat(name: string, shape: number[], trunkBits: 4 | 8 | 16
   return Fmt.Q4G;
 }
 
-export function planConversion(src: string, st: SafetensorsSet, cfg: KimiLinearConfig, settings: ConvertSettings): ConvertPlan {
+export function planConversion(src: string, w: CheckpointWeights, cfg: KimiConfig, settings: ConvertSettings): ConvertPlan {
   const q = VQ3R;
-  const { hidden: H } = cfg;
+  const W = cfg.expertWidth;
   const I = cfg.moe.inter;
   const moeLayers = cfg.layerKinds.flatMap((k, i) => (k.ffn === 'moe' ? [i] : []));
-  if (moeLayers.length && (H % q.vecDim || I % q.vecDim))
-    throw new WasteError('E_UNSUPPORTED', `VQ3R needs hidden_size (${H}) and moe_intermediate_size (${I}) to be multiples of ${q.vecDim}`);
-  const layout = recordLayout(H, I, q);
+  if (moeLayers.length && (W % q.vecDim || I % q.vecDim))
+    throw new WasteError('E_UNSUPPORTED', `VQ3R needs the experts' width (${W}) and moe_intermediate_size (${I}) to be multiples of ${q.vecDim}`);
+  const layout = recordLayout(W, I, q);
 
   const trunk: TrunkTensorPlan[] = [];
   let trunkBytes = 0;
-  for (const name of st.names().sort()) {
-    if (isExpertTensor(name)) continue;
-    const info = st.info(name);
-    const shape = info.shape.length ? info.shape : [1];
-    const fmt = trunkFormat(name, shape, settings.trunkBits);
+  const add = (name: string, shape: number[], fmt: number, sourceBytes: number, read: TrunkTensorPlan['read']) => {
     const cols = shape[shape.length - 1];
     const rows = cols ? shape.reduce((a, d) => a * d, 1) / cols : 0;
     const s = storedSizes(fmt, rows, cols, TRUNK_GROUP);
-    trunk.push({ name, fmt, shape, bytes: s.payload + s.scaleBytes, sourceBytes: info.bytes });
+    trunk.push({ name, fmt, shape, read, bytes: s.payload + s.scaleBytes, sourceBytes });
     trunkBytes += s.payload + s.scaleBytes;
+  };
+  for (const name of w.names().sort()) {
+    if (isExpertTensor(name)) continue;
+    const info = w.info(name);
+    add(w.prefix + name, info.shape, trunkFormat(name, info.shape, settings.trunkBits), info.sourceBytes, (r, n, x) => w.readRows(name, r, n, x));
+  }
+  // the vision tower and its projector, outside the language model's prefix: 8 bits whatever the
+  // trunk's (at 4 bits their error is 18 %, measured by the C engine), as the 2-D matrices they act as
+  for (const full of [...w.outside].sort()) {
+    const info = w.st.info(full);
+    const shape = visionShape(full, info.shape.length ? info.shape : [1]);
+    add(full, shape, visionFormat(shape), info.bytes, (r, n, x) => w.st.readRows(full, r, n, x));
   }
 
   const booksPerLayer = 3 * q.stages;
   const layers: LayerPlan[] = moeLayers.map((layer, ordinal) => {
     let sourceBytes = 0;
-    for (let e = 0; e < cfg.moe.experts; e++) for (const k of [0, 1, 2] as const) sourceBytes += st.info(expertTensor(layer, e, k)).bytes;
+    for (let e = 0; e < cfg.moe.experts; e++) for (const k of [0, 1, 2] as const) sourceBytes += w.info(expertTensor(layer, e, k)).sourceBytes;
     return {
       layer,
       ordinal,
@@ -133,7 +146,23 @@ export function planConversion(src: string, st: SafetensorsSet, cfg: KimiLinearC
 
   const totalBytes = trunkBytes + layers.reduce((a, l) => a + l.bankBytes + l.booksBytes, 0);
   const sourceBytes = trunk.reduce((a, t) => a + t.sourceBytes, 0) + layers.reduce((a, l) => a + l.sourceBytes, 0);
-  return { settings, q, layout, trunk, trunkBytes, layers, totalBytes, sourceBytes, identity: identityOf(src, st, settings) };
+  return { settings, q, layout, trunk, trunkBytes, layers, totalBytes, sourceBytes, identity: identityOf(src, w.st, settings) };
+}
+
+/** A vision tensor's stored format: F32 when small (as the trunk's), else Q8G whatever the trunk's bits. */
+export function visionFormat(shape: number[]): number {
+  return shape.length <= 1 || shape.reduce((a, d) => a * d, 1) < SMALL_TENSOR ? Fmt.F32 : Fmt.Q8G;
+}
+
+/**
+ * A vision tensor's shape as the tower reads it: the patch embedding's [out, 3, p, p] convolution as
+ * the [out, 3·p·p] matrix it is over a flattened patch, the position grid [h, w, d] as [h·w, d]
+ * rows (both row-major reshapes: the bytes do not move).
+ */
+export function visionShape(name: string, shape: number[]): number[] {
+  if (shape.length <= 2) return shape;
+  if (/patch_embed\.proj\.weight$/.test(name)) return [shape[0], shape.slice(1).reduce((a, d) => a * d, 1)];
+  return [shape.slice(0, -1).reduce((a, d) => a * d, 1), shape[shape.length - 1]];
 }
 
 /**

@@ -1,4 +1,4 @@
-import type { SafetensorsSet } from '../checkpoint/safetensors.js';
+import type { CheckpointWeights } from '../checkpoint/weights.js';
 import { Fmt } from '../container/format.js';
 import { encodeF16 } from '../util/f16.js';
 import { TrunkWriter, type TrunkIndexEntry } from '../container/write.js';
@@ -13,7 +13,7 @@ const CHUNK_VALUES = 4 << 20;
  * Write trunk.bin: every non-expert tensor, in name order, in its planned format. Returns the
  * trunk index for the manifest. `file` is written in place; the caller renames it when done.
  */
-export function writeTrunk(st: SafetensorsSet, plan: TrunkTensorPlan[], file: string, onTensor: (sourceBytes: number) => void): TrunkIndexEntry[] {
+export function writeTrunk(st: CheckpointWeights, plan: TrunkTensorPlan[], file: string, onTensor: (sourceBytes: number) => void): TrunkIndexEntry[] {
   const w = new TrunkWriter(file);
   try {
     for (const t of plan) {
@@ -29,7 +29,7 @@ export function writeTrunk(st: SafetensorsSet, plan: TrunkTensorPlan[], file: st
         for (let r = 0; r < rows; r += per) {
           const n = Math.min(per, rows - r);
           const x = buf.subarray(0, n * cols);
-          st.readRows(t.name, r, n, x);
+          t.read(r, n, x);
           if (t.fmt === Fmt.F32) {
             for (let i = 0; i < x.length; i++)
               if (!Number.isFinite(x[i])) throw new WasteError('E_FORMAT', `${what} holds a non-finite value at index ${r * cols + i}`);

@@ -2,6 +2,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { readCheckpointConfig } from '../checkpoint/config.js';
 import { SafetensorsSet } from '../checkpoint/safetensors.js';
+import { CheckpointWeights } from '../checkpoint/weights.js';
 import type { Container } from '../container/open.js';
 import type { ModelConfig } from '../core/model-config.js';
 import { type CacheStats, ExpertCache } from '../experts/cache.js';
@@ -80,7 +81,12 @@ function openSource(dir: string, o: ResolvedOpenOptions): Opened {
     const arch = architectureOf(fields);
     const config = arch.parseConfig(fields);
     const st = SafetensorsSet.open(dir);
-    return { kind: 'checkpoint', config, arch, source: new CheckpointSource(st), close: () => st.close() };
+    try {
+      return { kind: 'checkpoint', config, arch, source: new CheckpointSource(new CheckpointWeights(st, CheckpointWeights.prefixOf(st))), close: () => st.close() };
+    } catch (e) {
+      st.close();
+      throw e;
+    }
   }
   const container = openModelContainer(dir, { verify: o.verify });
   return { kind: 'container', container, config: container.config, arch: architecture(container.config.arch), source: new ContainerSource(container), close: () => container.close() };

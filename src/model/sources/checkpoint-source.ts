@@ -1,4 +1,4 @@
-import type { SafetensorsSet } from '../../checkpoint/safetensors.js';
+import type { CheckpointWeights } from '../../checkpoint/weights.js';
 import { Fmt } from '../../container/format.js';
 import { type Tensor, makeViews } from '../../container/tensor.js';
 import type { Arena } from '../../memory/arena.js';
@@ -14,14 +14,13 @@ export class CheckpointSource implements WeightSource {
   readonly label = 'the checkpoint';
   readonly denseExperts = true;
 
-  constructor(private readonly st: SafetensorsSet) {}
+  constructor(private readonly st: CheckpointWeights) {}
 
   has(name: string): boolean {
     return this.st.has(name);
   }
 
   shape(name: string): number[] {
-    if (!this.st.has(name)) throw new WasteError('E_FORMAT', `the checkpoint has no tensor ${name}`);
     return this.st.info(name).shape;
   }
 
@@ -42,7 +41,7 @@ export class CheckpointSource implements WeightSource {
       this.st.readRows(name, r, n, t.f32!.subarray(r * cols, (r + n) * cols));
     }
     for (let i = 0; i < t.f32!.length; i++)
-      if (!Number.isFinite(t.f32![i])) throw new WasteError('E_FORMAT', `the checkpoint's ${name} holds a non-finite value at index ${i}`);
+      if (!Number.isFinite(t.f32![i])) throw new WasteError('E_FORMAT', `the checkpoint's ${this.st.prefix}${name} holds a non-finite value at index ${i}`);
     return t;
   }
 
@@ -51,7 +50,7 @@ export class CheckpointSource implements WeightSource {
     const cols = shape.length ? shape[shape.length - 1] : 1;
     this.st.readRows(name, 0, out.length / cols, out);
     for (let i = 0; i < out.length; i++)
-      if (!Number.isFinite(out[i])) throw new WasteError('E_FORMAT', `the checkpoint's ${name} holds a non-finite value at index ${i}`);
+      if (!Number.isFinite(out[i])) throw new WasteError('E_FORMAT', `the checkpoint's ${this.st.prefix}${name} holds a non-finite value at index ${i}`);
   }
 
   embedRow(token: number, dst: Float32Array): void {
