@@ -33,7 +33,7 @@ export const DEFAULT_SETTINGS: ConvertSettings = { trunkBits: 4, seed: 0, iters:
 export const VQ3R: ExpertQuant = { name: 'VQ3R', stages: 3, vecDim: 8, entries: 256, indexBlock: 64, indexBits: 8 };
 
 /** Bump when the bytes a conversion writes change for the same input and settings. */
-export const CONVERTER_VERSION = 1;
+export const CONVERTER_VERSION = 2;
 
 /** Trunk values below this count (and every vector) stay F32: norms, biases, gate parameters, conv taps. */
 const SMALL_TENSOR = 65536;
