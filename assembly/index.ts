@@ -5,7 +5,7 @@ export { vq_lut, vq_apply } from './vq';
 export { kda_prep, kda_step, kda_out } from './kda';
 export { mla_heads } from './mla';
 export { rmsnorm, silu_mul, situ_mul, sigmoid_mul, attn_res, add, moe_route, moe_combine, read_bw } from './elementwise';
-export { vq_nearest, dist_update } from './kmeans';
+export { vq_nearest, vq_subtract, dist_update } from './kmeans';
 
 /** End of the module's static data: arenas keep everything they allocate above it. */
 export function heap_base(): usize {

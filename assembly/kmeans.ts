@@ -201,3 +201,17 @@ export function dist_update(X: usize, c: usize, dim: i32, dmin: usize, _tmp: usi
     if (s < load<f32>(o)) store<f32>(o, s);
   }
 }
+
+/**
+ * For vectors [r0, r1) of X: X[r] ← X[r] − c_{idx[r]} (idx u8), the centroids given transposed as
+ * CT [dim][entries]: what a residual stage leaves for the next one (an exact f32 subtraction, the
+ * same whatever does it).
+ */
+export function vq_subtract(X: usize, CT: usize, entries: i32, dim: i32, idx: usize, _tmp: usize, r0: i32, r1: i32): void {
+  const estride = <usize>entries * 4;
+  for (let r = r0; r < r1; r++) {
+    const x = X + <usize>r * <usize>dim * 4;
+    const e = <usize>load<u8>(idx + <usize>r) << 2;
+    for (let d = 0; d < dim; d++) store<f32>(x + (<usize>d << 2), load<f32>(x + (<usize>d << 2)) - load<f32>(CT + <usize>d * estride + e));
+  }
+}

@@ -59,7 +59,7 @@ export class ExpertEncoder {
     const books = ([0, 1, 2] as const).map((kind) => this.train(plan, kind));
     const bits = new Uint16Array(books.length * this.q.stages * this.q.entries * this.q.vecDim);
     let o = 0;
-    for (const stages of books) for (const C of stages) for (let i = 0; i < C.length; i++) bits[o++] = normalF16(encodeF16(C[i]));
+    for (const stages of books) for (const C of stages) for (let i = 0; i < C.length; i++) bits[o++] = encodeF16(C[i]);
 
     let fd: number;
     try {
@@ -133,12 +133,3 @@ export class ExpertEncoder {
   }
 }
 
-/**
- * An f16 centroid value with subnormals flushed to (signed) zero: the C engine's codebook loader
- * reads them as zero while ours decodes them, so a container that holds none means the same to both
- * (on a converted K3 that took our logits from 1.5e-5 of the C engine's to 3e-6). They are below
- * 2^-14 of a row-normalized weight: the change is far inside VQ's own error.
- */
-function normalF16(h: number): number {
-  return (h & 0x7c00) === 0 ? h & 0x8000 : h;
-}

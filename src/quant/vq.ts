@@ -56,7 +56,12 @@ export function trainResidual(ws: VqWorkspace, X: Float32Array, n: number, rng: 
       ws.k.vqNearest(X, ws.CT, ws.cn, entries, D, scratch.idx, n, scratch.dist);
       lloydUpdate(C, X, n, D, entries, scratch.idx, scratch.dist);
     }
-    for (let i = 0; i < C.length; i++) C[i] = decodeF16(encodeF16(C[i]));
+    // as stored, and as both engines read it: an f16 subnormal is zero to the C engine's codebook
+    // loader, so none is written (they are below 2^-14 of a row-normalized weight)
+    for (let i = 0; i < C.length; i++) {
+      const h = encodeF16(C[i]);
+      C[i] = decodeF16((h & 0x7c00) === 0 ? h & 0x8000 : h);
+    }
     setCentroids(ws, C);
     ws.k.vqNearest(X, ws.CT, ws.cn, entries, D, scratch.idx, n);
     for (let r = 0; r < n; r++) {
@@ -130,11 +135,9 @@ export function encodeResidual(ws: VqWorkspace, X: Float32Array, n: number, book
     const C = books[s];
     setCentroids(ws, C);
     ws.k.vqNearest(X, ws.CT, ws.cn, entries, D, idx, n);
-    for (let r = 0; r < n; r++) {
-      const c = idx[r] * D;
-      out[r * stages + s] = idx[r];
-      for (let d = 0; d < D; d++) X[r * D + d] -= C[c + d];
-    }
+    // the residual in the kernels: in JavaScript this loop took as long as the search on K3's experts
+    ws.k.vqSubtract(X, ws.CT, entries, D, idx, n);
+    for (let r = 0; r < n; r++) out[r * stages + s] = idx[r];
   }
 }
 

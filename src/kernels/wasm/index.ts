@@ -249,6 +249,12 @@ export class WasmKernels implements Kernels {
     this.run('vq_nearest', a, args, n, 64, n * entries * dim);
   }
 
+  /** X[r] ← X[r] − c_{idx[r]} for n vectors of dim (idx bytes; CT the centroids transposed [dim][entries]): a residual stage's remainder. */
+  vqSubtract(X: Float32Array, CT: Float32Array, entries: number, dim: number, idx: Uint8Array, n: number): void {
+    const a = this.arenaOfView(X, 'X');
+    this.run('vq_subtract', a, [this.at(X, a, 'X'), this.at(CT, a, 'CT'), entries, dim, this.at(idx, a, 'idx')], n, 256, n * dim * 16);
+  }
+
   /** dmin[r] = min(dmin[r], ‖X[r] − c‖²) for n vectors (k-means++ seeding). */
   distUpdate(X: Float32Array, c: Float32Array, dim: number, dmin: Float32Array, n: number): void {
     const a = this.arenaOfView(X, 'X');
