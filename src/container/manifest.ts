@@ -19,6 +19,8 @@ export interface Manifest {
   trunk: TrunkEntry[];
   /** SHA-256 and length by file name (`checksums`; empty from a writer that predates the key). */
   checksums: Map<string, FileChecksum>;
+  /** Sizes only (`waste synth --sparse`): the trunk and banks are holes, nothing can run on it. */
+  sparse: boolean;
 }
 
 export interface BankEntry {
@@ -144,7 +146,7 @@ export function parseManifest(text: string): Manifest {
     }
   }
 
-  return { arch, tensorPrefix, config, expertQuant, banks, trunk, checksums };
+  return { arch, tensorPrefix, config, expertQuant, banks, trunk, checksums, sparse: m.bool('sparse', false) };
 }
 
 function isPlainFileName(name: string): boolean {

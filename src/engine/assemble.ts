@@ -89,6 +89,10 @@ function openSource(dir: string, o: ResolvedOpenOptions): Opened {
     }
   }
   const container = openModelContainer(dir, { verify: o.verify });
+  if (container.manifest.sparse) {
+    container.close();
+    throw new WasteError('E_ARG', `${dir} is a sparse container (sizes only, written by waste synth --sparse): plan and info describe it, nothing can run on it`);
+  }
   return { kind: 'container', container, config: container.config, arch: architecture(container.config.arch), source: new ContainerSource(container), close: () => container.close() };
 }
 
@@ -118,7 +122,12 @@ export async function assemble(model: string, opts: OpenOptions): Promise<ModelP
       budgetBytes = withinRam(o.budget, plan.ram.usable, o.warn) ?? plan.floorBytes;
     } else if (o.cacheSlots !== undefined) budgetBytes = plan.layoutForSlots(o.cacheSlots).bytes;
     // preloading every expert sizes the cache for all of them unless a budget says otherwise
-    else budgetBytes = withinRam(o.budget, plan.ram.usable, o.warn) ?? (o.preloadExperts ? plan.layout(Number.MAX_SAFE_INTEGER).bytes : plan.defaultBudget);
+    else {
+      // with no budget given, a floor the machine cannot hold would page until the system kills it
+      if (o.budget === undefined && plan.floorBytes > plan.ram.usable)
+        throw new WasteError('E_ARG', `this model's floor is ${formatSize(plan.floorBytes)} (trunk, state for ${maxContext} tokens, scratch and two layers' experts), more than the ${formatSize(plan.ram.usable)} of usable RAM on this machine; it cannot open here (a smaller --ctx lowers the state)`);
+      budgetBytes = withinRam(o.budget, plan.ram.usable, o.warn) ?? (o.preloadExperts ? plan.layout(Number.MAX_SAFE_INTEGER).bytes : plan.defaultBudget);
+    }
     const layout = o.cacheSlots !== undefined && src.kind === 'container' ? plan.layoutForSlots(o.cacheSlots) : plan.layout(budgetBytes);
     if (o.preloadExperts && layout.slots < plan.totalExperts)
       throw new WasteError('E_ARG', `preloading every expert needs a budget of at least ${plan.layout(Number.MAX_SAFE_INTEGER).bytes} bytes`);

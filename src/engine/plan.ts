@@ -38,8 +38,8 @@ export interface ArenaPlan {
   /**
    * Trunk groups (layer indices; the head is index `layers`) held by this arena. An arena holds
    * trunk groups or expert-cache slots, never both: each kind needs its own working memory (a
-   * layer's activations; an expert's lookup tables for a whole chunk), and K3's trunk spans seven
-   * arenas that would otherwise each carry the tables.
+   * layer's activations; an expert's lookup tables for a whole chunk), and K3's trunk spans eight
+   * or more arenas that would otherwise each carry the tables.
    */
   groups: number[];
   /** Expert-cache slots in this arena. */
@@ -117,7 +117,10 @@ export function planFor(arch: Architecture, cfg: ModelConfig, groups: number[], 
   const limit = cap - ARENA_RESERVED;
   weighted.forEach((bytes, g) => {
     if (bytes + scratch > limit)
-      throw new WasteError('E_UNSUPPORTED', `unsupported: layer ${g} needs ${formatSize(bytes)} resident, more than one memory arena holds`);
+      throw new WasteError(
+        'E_UNSUPPORTED',
+        `unsupported: ${g < cfg.layers ? `layer ${g}` : 'the head'} needs ${formatSize(bytes)} resident and ${formatSize(scratch)} of working memory (chunks of ${chunk}), more than one memory arena holds (${formatSize(limit)}); a smaller --chunk takes less`,
+      );
     let cur = base[base.length - 1];
     if (!cur || cur.used + bytes > limit) base.push((cur = { groups: [], used: scratch }));
     cur.groups.push(g);
@@ -133,7 +136,11 @@ export function planFor(arch: Architecture, cfg: ModelConfig, groups: number[], 
     while (left > 0) {
       const start = Math.ceil(expertScratch / 4096) * 4096;
       const n = Math.min(left, Math.floor((limit - start) / stride));
-      if (n < 1) throw new WasteError('E_UNSUPPORTED', `unsupported: an expert record of ${formatSize(stride)} does not fit in a memory arena`);
+      if (n < 1)
+        throw new WasteError(
+          'E_UNSUPPORTED',
+          `unsupported: an expert record of ${formatSize(stride)} and an expert arena's ${formatSize(expertScratch)} of working memory (lookup tables for chunks of ${chunk}) do not fit in one memory arena (${formatSize(limit)}); a smaller --chunk takes less`,
+        );
       arenas.push({ groups: [], slots: n, bytes: 0 });
       used.push(start + n * stride);
       left -= n;

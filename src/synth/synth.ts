@@ -220,7 +220,12 @@ export function synthConfig(opts: SynthOptions): JsonObject {
   Object.assign(cfg, extra);
   const { kda, full } = layerPattern(cfg.num_hidden_layers as number);
   cfg.linear_attn_config = { kda_layers: kda, full_attn_layers: full, ...lac };
-  if (isK3(opts.shape ?? 'tiny')) cfg._outer = k3Outer(cfg.vocab_size as number);
+  if (isK3(opts.shape ?? 'tiny')) {
+    cfg._outer = k3Outer(cfg.vocab_size as number);
+    // a block longer than the model is one block, but the C engine refuses it: a model of fewer
+    // layers than K3's block gets blocks of its whole length
+    if (typeof cfg.attn_res_block_size === 'number' && !(extra.attn_res_block_size !== undefined)) cfg.attn_res_block_size = Math.min(cfg.attn_res_block_size, cfg.num_hidden_layers as number);
+  }
   return cfg;
 }
 
@@ -353,6 +358,8 @@ export function writeSyntheticContainer(dir: string, opts: SynthOptions = {}): K
     },
     layers,
     trunk: trunk.index,
+    // a reader that runs models refuses this one before loading holes (the C engine ignores the key)
+    ...(sparse ? { sparse: true } : {}),
   };
   if (voc) {
     writeFileAtomic(path.join(dir, 'tokenizer.model'), rankFileText(voc.ranks));

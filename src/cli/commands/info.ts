@@ -49,7 +49,8 @@ export function describe(dir: string) {
     const params = arch.countParams(cfg);
     // Probe the page-cache bypass the way the engine does when it opens the banks.
     let io = { odirect: false, note: 'no expert banks' as string | undefined };
-    if (c.banks.size) {
+    if (c.manifest.sparse) io = { odirect: false, note: 'a sparse container (sizes only): nothing to read' };
+    else if (c.banks.size) {
       const arena = new Arena(8192);
       const files = openStreamFiles(c, true, { arena, off: arena.alloc(8192, 4096) });
       io = { odirect: files.direct, note: files.note };

@@ -28,12 +28,16 @@ export function registerPlan(program: Command): void {
         const below = budget !== undefined && budget < plan.floorBytes;
         const layout = budget !== undefined && !below ? plan.layout(budget) : undefined;
         const def = plan.layout(plan.defaultBudget);
+        const floorLayout = plan.layoutForSlots(plan.floorRecords);
         const out = {
           context: plan.maxContext,
           sessions: plan.sessions,
           trunk_bytes: plan.trunkBytes,
           state_bytes: plan.stateBytes,
           scratch_bytes_per_arena: plan.scratchBytesPerArena,
+          expert_scratch_bytes_per_arena: plan.expertScratchBytesPerArena,
+          floor_records: plan.floorRecords,
+          floor_arenas: plan.layout(plan.floorBytes).arenas.length,
           expert_record_bytes: plan.recordBytes,
           working_set_records: plan.workingSetRecords,
           working_set_bytes: plan.workingSetBytes,
@@ -54,15 +58,23 @@ export function registerPlan(program: Command): void {
           const rows: [string, string][] = [
             ['trunk (resident)', formatSize(plan.trunkBytes)],
             [`state (${plan.maxContext} tokens${plan.sessions > 1 ? ` × ${plan.sessions} sessions` : ''})`, formatSize(plan.stateBytes)],
-            ['scratch (per arena)', formatSize(plan.scratchBytesPerArena)],
+            [`scratch (× ${floorLayout.arenas.filter((a) => a.groups.length).length} trunk arenas)`, formatSize(plan.scratchBytesPerArena)],
+            ...(plan.recordBytes
+              ? ([
+                  [`cache at the floor`, `${formatSize(plan.floorRecords * plan.recordBytes)} (${plan.floorRecords} records: two layers' selected experts)`],
+                  [`expert scratch (× ${floorLayout.arenas.filter((a) => !a.groups.length).length} arena${floorLayout.arenas.filter((a) => !a.groups.length).length === 1 ? '' : 's'})`, formatSize(plan.expertScratchBytesPerArena)],
+                ] as [string, string][])
+              : []),
+            ['FLOOR', `${formatSize(plan.floorBytes)} (${plan.floorBytes} bytes, in ${floorLayout.arenas.length} arenas of whole pages)`],
             ['one token of experts', `${formatSize(plan.workingSetBytes)} (${plan.workingSetRecords} records of ${formatSize(plan.recordBytes)})`],
-            ['FLOOR', `${formatSize(plan.floorBytes)} (${plan.floorBytes} bytes)`],
             ['usable RAM', `${formatSize(plan.ram.usable)}${plan.ram.cgroupLimit !== undefined ? ' (cgroup limit)' : ''} of ${formatSize(plan.ram.physical)} physical`],
             [
               'default budget',
-              plan.defaultWorkingSets
-                ? `${formatSize(plan.defaultBudget)}: floor + ${plan.defaultWorkingSets} working sets, ${def.slots} cache slots`
-                : `${formatSize(plan.defaultBudget)}: the floor (no working set more fits under 7/8 of usable RAM)`,
+              plan.floorBytes > plan.ram.usable
+                ? 'none: the floor is more than the usable RAM, the model cannot open on this machine'
+                : plan.defaultWorkingSets
+                  ? `${formatSize(plan.defaultBudget)}: floor + ${plan.defaultWorkingSets} working sets, ${def.slots} cache slots`
+                  : `${formatSize(plan.defaultBudget)}: the floor (no working set more fits under 7/8 of usable RAM)`,
             ],
           ];
           if (budget !== undefined)

@@ -18,6 +18,7 @@ export function registerVerify(program: Command): void {
     .action((model: string | undefined, o: { quiet: boolean }) => {
       const c = openModelContainer(modelOrDemo(model));
       try {
+        if (c.manifest.sparse) throw new WasteError('E_ARG', `${c.dir} is a sparse container (sizes only, written by waste synth --sparse): it holds no records to verify`);
         const sums = c.manifest.checksums;
         const files = [...sums.keys()];
         const unsummed = [TRUNK, ...(c.codebooks ? [CODEBOOKS] : [])].filter((f) => !sums.has(f));

@@ -1,8 +1,7 @@
 import { WasteError } from '../../util/errors.js';
 import type { Fields } from '../../util/fields.js';
 import type { Architecture } from '../architecture.js';
-import { widestInput } from '../kimi-linear/index.js';
-import { scratchShape } from '../kimi-linear/network.js';
+import { scratchShape, widestInput } from '../parts/sizes.js';
 import { loadTrunk, planTrunk } from '../parts/binder.js';
 import { type KimiConfig, countKimiParams, outerArchitecture, parseKimiConfig, textConfig } from '../parts/kimi-config.js';
 import { Scratch } from '../parts/scratch.js';

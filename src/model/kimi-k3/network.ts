@@ -1,7 +1,7 @@
 import type { ExpertQuant, RecordLayout } from '../../container/format.js';
 import type { ExpertStore } from '../../core/expert-store.js';
 import type { Kernels } from '../../kernels/types.js';
-import { scratchShape } from '../kimi-linear/network.js';
+import { scratchShape } from '../parts/sizes.js';
 import { type Activation, ffn } from '../parts/ffn.js';
 import { kda } from '../parts/kda.js';
 import type { KimiConfig } from '../parts/kimi-config.js';

@@ -1,13 +1,13 @@
 import type { Binder, TrunkLayout } from '../parts/binder.js';
 import type { KimiConfig } from '../parts/kimi-config.js';
-import { type LayerWeights as KimiLinearLayer, KIMI_LINEAR_LAYOUT } from '../kimi-linear/weights.js';
+import { type KimiLayer, kimiHead, kimiLayer } from '../parts/layouts.js';
 
 /**
- * One K3 layer: a Kimi-Linear layer (its KDA and MLA in their K3 forms, its MoE latent) and the
+ * One K3 layer: a Kimi-family layer (its KDA and MLA in their K3 forms, its MoE latent) and the
  * two attention-residual mixes before its sublayers, each weight the product of the mix's norm and
  * its one-row projection (they only ever act together, so they are fused at load).
  */
-export interface LayerWeights extends KimiLinearLayer {
+export interface LayerWeights extends KimiLayer {
   selfRes?: Float32Array;
   mlpRes?: Float32Array;
 }
@@ -23,7 +23,7 @@ export const KIMI_K3_LAYOUT: TrunkLayout<KimiConfig, LayerWeights, HeadWeights> 
   layer(cfg: KimiConfig, L: number, b: Binder): LayerWeights {
     const H = cfg.hidden;
     const p = `model.layers.${L}.`;
-    const base = KIMI_LINEAR_LAYOUT.layer(cfg, L, b);
+    const base = kimiLayer(cfg, L, b);
     if (!cfg.attnResBlock) return base;
     return {
       ...base,
@@ -34,6 +34,6 @@ export const KIMI_K3_LAYOUT: TrunkLayout<KimiConfig, LayerWeights, HeadWeights> 
   head(cfg: KimiConfig, b: Binder) {
     const H = cfg.hidden;
     const outRes = cfg.attnResBlock ? b.product('model.output_attn_res_norm.weight', 'model.output_attn_res_proj.weight', H, RES_SHAPES(H)) : undefined;
-    return { ...KIMI_LINEAR_LAYOUT.head(cfg, b), outRes };
+    return { ...kimiHead(cfg, b), outRes };
   },
 };

@@ -6,24 +6,9 @@ import { type KimiConfig, countKimiParams, outerArchitecture, textConfig } from 
 import { parseKimiLinearConfig } from './config.js';
 import { Scratch } from '../parts/scratch.js';
 import { KimiState } from '../parts/state.js';
-import { KimiLinearNetwork, scratchShape } from './network.js';
+import { KimiLinearNetwork } from './network.js';
+import { scratchShape, widestInput } from '../parts/sizes.js';
 import { KIMI_LINEAR_LAYOUT } from './weights.js';
-
-/** The widest input of any Kimi-family product. */
-export function widestInput(cfg: KimiConfig): number {
-  const m = cfg.mla;
-  return Math.max(
-    cfg.hidden,
-    cfg.denseInter,
-    cfg.kda.heads * cfg.kda.headDim,
-    cfg.kda.headDim,
-    m.heads * m.vHead,
-    m.kvLoraRank,
-    m.qLoraRank,
-    cfg.moe.inter * Math.max(1, cfg.moe.shared),
-    cfg.latent?.width ?? 0,
-  );
-}
 
 /** Kimi-Linear (KDA + MLA + MoE, `kimi_linear`), the architecture of Kimi-Linear-48B-A3B. */
 export const kimiLinear: Architecture<KimiConfig> = {

@@ -8,25 +8,10 @@ import type { KimiConfig } from '../parts/kimi-config.js';
 import { mla } from '../parts/mla.js';
 import { lookAhead, moe } from '../parts/moe.js';
 import { KimiNetwork, type TrunkWeights } from '../parts/network.js';
-import type { Scratch, ScratchShape } from '../parts/scratch.js';
+import type { Scratch } from '../parts/scratch.js';
+import { scratchShape } from '../parts/sizes.js';
 import type { KimiState } from '../parts/state.js';
 import type { LayerWeights } from './weights.js';
-
-/** The scratch a Kimi-Linear (or K3) config needs. */
-export function scratchShape(cfg: KimiConfig, maxContext: number, blocks = 0): ScratchShape {
-  return {
-    hidden: cfg.hidden,
-    vocab: cfg.vocab,
-    maxContext,
-    kda: cfg.kda,
-    mla: cfg.mla,
-    inter: Math.max(cfg.denseInter, cfg.moe.inter * Math.max(1, cfg.moe.shared)),
-    moe: cfg.moe,
-    expertWidth: cfg.expertWidth,
-    latent: cfg.latent?.width ?? 0,
-    blocks,
-  };
-}
 
 /**
  * The Kimi-Linear forward pass: per layer, x += attention(norm(x)) with KDA or MLA, then

@@ -155,7 +155,8 @@ function expert(h: MoeHost, L: number, w: MoeWeights, e: number, rec: Uint8Array
       k.vqApply(rec, lay.upOff, sc + 2 * I, I, W, geom, lutU, sx.ffB);
       activate(k, h.act, sx.ffA, sx.ffB, I);
       k.vqLut(bookD, geom.stages, geom.entries, geom.vecDim, sx.ffA, I, sx.lutDown);
-      const dst = sx.expertOut.subarray((t * K + j) * W, (t * K + j + 1) * W);
+      // an expert arena holds one output row at a time; the layer's scratch holds them all
+      const dst = sx === s ? s.expertOut.subarray((t * K + j) * W, (t * K + j + 1) * W) : sx.expertOut.subarray(0, W);
       k.vqApply(rec, lay.downOff, sc + 4 * I, W, I, geom, sx.lutDown, dst);
       if (sx !== s) s.expertOut.set(dst, (t * K + j) * W);
     }

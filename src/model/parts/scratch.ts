@@ -120,7 +120,7 @@ export class Scratch {
     const lutSize = q ? (W / q.vecDim) * q.stages * q.entries : 0;
     this.lut = m.f32(X * 2 * T * lutSize);
     this.lutDown = m.f32(X * (q ? (c.moe.inter / q.vecDim) * q.stages * q.entries : 0));
-    this.expertOut = m.f32(T * K * W);
+    this.expertOut = m.f32(L ? T * K * W : W);
     this.logits = m.f32(L * c.vocab);
     this.lookIds = m.i32(L * 64);
     this.lookW = m.f32(L * 64);
