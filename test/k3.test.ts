@@ -209,6 +209,18 @@ describe('Kimi K3 at its real scale, without its weights', () => {
     }
   });
 
+  it('a sparse container is refused before anything loads, saying what it is; this machine cannot hold K3 and plan says so', () => {
+    for (const cmd of [['logits', `${big}/m`, '--ids', '1', '--out', `${big}/x`], ['verify', `${big}/m`]]) {
+      const r = waste(cmd);
+      assert.equal(r.code, 2, r.err);
+      assert.match(r.err, /is a sparse container \(sizes only, written by waste synth --sparse\)/);
+    }
+    const plan = waste(['plan', `${big}/m`]);
+    assert.equal(plan.code, 0);
+    if (JSON.parse(waste(['plan', `${big}/m`, '--json']).out).usable_ram_bytes < 29 * 2 ** 30)
+      assert.match(plan.out, /default budget +none: the floor is more than the usable RAM/);
+  });
+
   it('info: 2.78 T parameters, about 104 B active per token', () => {
     const info = JSON.parse(waste(['info', `${big}/m`, '--json']).out);
     assert.ok(Math.abs(info.params.total / 1e12 - 2.78) < 0.005, `${info.params.total}`);
