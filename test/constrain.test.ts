@@ -386,6 +386,33 @@ describe('constrained sampling: what is masked', () => {
     c.accept(EOS_ID);
   });
 
+  it('a literal of special tokens only (markup read by id) or of ordinary tokens only (text that must stay text)', () => {
+    // "special": the marker as its token, never spelled by ordinary ones
+    const marks = grammarConstraint(toy, seq(lit(BEGIN, 'special'), lit('x'), lit(END_CALL, 'special')), [EOS_ID]);
+    assert.deepEqual(allowedIds(marks.mask(zeros(toy))), [toy.id(BEGIN)]);
+    assert.throws(() => grammarConstraint(toy, lit(BEGIN, 'special'), [EOS_ID]).accept(toy.id('<')), /cannot continue/);
+    marks.accept(toy.id(BEGIN));
+    marks.accept(toy.id('x'));
+    assert.deepEqual(allowedIds(marks.mask(zeros(toy))), [toy.id(END_CALL)]);
+    marks.accept(toy.id(END_CALL));
+    assert.ok(marks.complete);
+    // "plain": a name that happens to spell a marker is spelled, never the special token
+    const plain = grammarConstraint(toy, seq(lit('f'), lit(BEGIN, 'plain')), [EOS_ID]);
+    plain.accept(toy.id('f'));
+    const m = allowedIds(plain.mask(zeros(toy)));
+    assert.ok(m.includes(toy.id('<')) && !m.includes(toy.id(BEGIN)), 'spelled, not the special');
+    assert.throws(() => grammarConstraint(toy, lit('x', 'nope' as never), []), /special" or "plain/);
+    // random walks keep to it: every special token is a marker, and each marker is one
+    const rng = new Rng(9);
+    for (let n = 0; n < 20; n++) {
+      const w = randomWalk(toy, seq(lit(BEGIN, 'special'), json(SCHEMAS['nested objects']), lit(END_CALL, 'special')), [EOS_ID], rng);
+      assert.ok(w.complete);
+      assert.equal(w.tokens[0], toy.id(BEGIN));
+      assert.equal(w.tokens[w.tokens.length - 1], toy.id(END_CALL));
+      assert.equal(w.tokens.filter((id) => toy.isSpecial(id)).length, 2);
+    }
+  });
+
   it('masking keeps the logits of allowed tokens and sizes to the logits given', () => {
     const c = grammarConstraint(toy, json({ enum: ['red', 'green'] }), [EOS_ID]);
     const logits = Float32Array.from({ length: toy.size + 5 }, (_, i) => i / 10);

@@ -5,15 +5,23 @@
  * `seq(lit('<|tool_call_begin|>'), json(schema), lit('<|tool_call_end|>'))`.
  */
 export type Grammar =
-  | { kind: 'lit'; text: string }
+  | { kind: 'lit'; text: string; tokens?: LitTokens }
   | { kind: 'json'; schema: unknown }
   | { kind: 'seq'; items: Grammar[] }
   | { kind: 'alt'; items: Grammar[] }
   | { kind: 'repeat'; item: Grammar; min: number; max: number; sep?: string };
 
-/** Exactly this text (UTF-8). Where it spells a special token's whole text, that token may be sampled too. */
-export function lit(text: string): Grammar {
-  return { kind: 'lit', text };
+/**
+ * Which tokens may spell a literal: by default any (ordinary tokens, and a special token where the
+ * literal spells its whole text); "special" only special tokens — markup whose structure is decided
+ * by token id, where the same characters spelled by ordinary tokens would be text; "plain" only
+ * ordinary tokens — text that must stay text, such as a name a client chose.
+ */
+export type LitTokens = 'special' | 'plain';
+
+/** Exactly this text (UTF-8), spelled by the tokens `tokens` allows. */
+export function lit(text: string, tokens?: LitTokens): Grammar {
+  return tokens ? { kind: 'lit', text, tokens } : { kind: 'lit', text };
 }
 
 /** One JSON value valid against the schema; `true` or `{}` = any JSON value. */

@@ -10,6 +10,8 @@ export abstract class Frame {
   declare consumes: boolean;
   /** A grammar literal: the only kind of frame a special token's text may be matched by. */
   declare literal: boolean;
+  /** A literal only special tokens may spell (an ordinary token's bytes never step it). */
+  declare specialOnly: boolean;
   /** Moves on byte b, for a configuration whose top is this frame: each is passed to k. */
   byte(_b: number, _s: Stack, _k: Sink): void {}
   /** Moves that take no byte (expanding into children, or ending here). */
@@ -31,6 +33,7 @@ export abstract class Frame {
 // on the prototype, so making a frame (one per configuration per byte) sets no fields for them
 Frame.prototype.consumes = true;
 Frame.prototype.literal = false;
+Frame.prototype.specialOnly = false;
 
 /** A frame that takes no bytes itself: it expands into others, or waits for the one above it to end. */
 export abstract class Expander extends Frame {}
@@ -72,7 +75,10 @@ export interface StateSet {
   readonly accept: boolean;
 }
 
-/** The configurations after byte b, or null when none survives. litOnly: only grammar literals may take it. */
+/**
+ * The configurations after byte b, or null when none survives. litOnly: b is a special token's, so
+ * only grammar literals may take it; else only frames that ordinary tokens may step.
+ */
 export function step(set: StateSet, b: number, litOnly: boolean): StateSet | null {
   const k = new Sink();
   return stepInto(set, b, litOnly, k) ? k : null;
@@ -85,7 +91,7 @@ export function stepInto(set: StateSet, b: number, litOnly: boolean, k: Sink): b
   const stacks = set.stacks;
   for (let i = 0; i < stacks.length; i++) {
     const s = stacks[i];
-    if (!litOnly || s.frame.literal) s.frame.byte(b, s, k);
+    if (litOnly ? s.frame.literal : !s.frame.specialOnly) s.frame.byte(b, s, k);
   }
   return k.stacks.length > 0 || k.accept;
 }
@@ -96,14 +102,16 @@ export class LitFrame extends Frame {
     readonly bytes: Uint8Array,
     readonly at: number,
     literal: boolean,
+    specialOnly = false,
   ) {
     super();
     this.literal = literal;
+    if (specialOnly) this.specialOnly = true;
   }
 
   override byte(b: number, s: Stack, k: Sink): void {
     if (b !== this.bytes[this.at]) return;
     if (this.at + 1 === this.bytes.length) k.pop(s);
-    else k.enter(new Stack(new LitFrame(this.bytes, this.at + 1, this.literal), s.next));
+    else k.enter(new Stack(new LitFrame(this.bytes, this.at + 1, this.literal, this.specialOnly), s.next));
   }
 }

@@ -1,5 +1,5 @@
 import { WasteError } from '../util/errors.js';
-import type { Grammar } from './grammar.js';
+import type { Grammar, LitTokens } from './grammar.js';
 import { Value } from './json-matcher.js';
 import { Expander, Frame, LitFrame, type Sink, Stack } from './machine.js';
 import { compileSchema } from './schema-compile.js';
@@ -30,13 +30,16 @@ class Lit extends Piece {
   readonly sat = true;
   readonly nullable: boolean;
   readonly bytes: Uint8Array;
-  constructor(text: string) {
+  constructor(
+    text: string,
+    private readonly tokens?: LitTokens,
+  ) {
     super();
     this.bytes = utf8.encode(text);
     this.nullable = this.bytes.length === 0;
   }
   enter(rest: Stack | null, k: Sink): void {
-    k.enter(this.bytes.length ? new Stack(new LitFrame(this.bytes, 0, true), rest) : rest);
+    k.enter(this.bytes.length ? new Stack(new LitFrame(this.bytes, 0, this.tokens !== 'plain', this.tokens === 'special'), rest) : rest);
   }
 }
 
@@ -137,7 +140,8 @@ function compile(g: Grammar, at: string): Piece {
   switch (g?.kind) {
     case 'lit':
       if (typeof g.text !== 'string') throw new WasteError('E_ARG', `${at}: lit needs a text`);
-      return new Lit(g.text);
+      if (g.tokens !== undefined && g.tokens !== 'special' && g.tokens !== 'plain') throw new WasteError('E_ARG', `${at}: lit tokens must be "special" or "plain"`);
+      return new Lit(g.text, g.tokens);
     case 'json':
       return new Json(g.schema);
     case 'seq':
