@@ -5,6 +5,9 @@ import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { type CheckpointOptions, writeSyntheticCheckpoint } from '../src/synth/checkpoint.js';
 import { writeSyntheticContainer, type SynthOptions } from '../src/synth/synth.js';
+import { k3Specials, synthVocabulary } from '../src/synth/tokenizer.js';
+import { parseRanks, rankFileText } from '../src/tokenizer/ranks.js';
+import { TiktokenTokenizer } from '../src/tokenizer/tiktoken.js';
 
 /** The repository root (tests run from dist/test/). */
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -80,4 +83,10 @@ export function sameBits(a: Float32Array, b: Float32Array): boolean {
   const y = new Uint32Array(b.buffer, b.byteOffset, b.length);
   for (let i = 0; i < x.length; i++) if (x[i] !== y[i]) return false;
   return true;
+}
+
+/** The tokenizer `synth --shape k3-tiny` writes (1024 ids, K3's 256 specials at the top), without writing a container. */
+export function k3Tokenizer(): TiktokenTokenizer {
+  const voc = synthVocabulary(1024, k3Specials());
+  return new TiktokenTokenizer(parseRanks(new TextEncoder().encode(rankFileText(voc.ranks)), 'k3-tiny'), voc.specials, 'k3-tiny', 1024);
 }

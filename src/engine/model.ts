@@ -154,9 +154,9 @@ export class Model implements SessionHost {
     return this.tok;
   }
 
-  /** The chat format: chat.json, the Jinja chat template, or Kimi's default. */
+  /** The chat format: K3's XTML for a K3 model, else chat.json, the Jinja chat template, or Kimi's default (see loadChatFormat). */
   chatFormat(): ChatFormat {
-    return (this.chatFmt ??= loadChatFormat(this.dir));
+    return (this.chatFmt ??= loadChatFormat(this.dir, { arch: this.arch.id }));
   }
 
   /** The sampling settings of the model's generation_config.json (empty when it has none); explicit options win. */

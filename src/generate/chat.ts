@@ -5,7 +5,11 @@ import type { Tokenizer } from '../tokenizer/tokenizer.js';
 import { WasteError } from '../util/errors.js';
 import { relay } from '../util/relay.js';
 import { isObject } from '../util/fields.js';
+import { linkedAbort } from '../util/abort.js';
 import type { GenerationResult } from './generate.js';
+import type { ReplyEvent } from './reply.js';
+import { replyReader } from './reply-reader.js';
+import { ReplyStream } from './reply-stream.js';
 
 export interface ChatOptions extends SessionOptions {
   /** The system message that opens the conversation. */
@@ -14,7 +18,12 @@ export interface ChatOptions extends SessionOptions {
   format?: ChatFormat;
   /** Tool declarations handed to the template (for templates that render them). */
   tools?: unknown[];
+  /** Reasoning on or off (undefined: the format's default — on for K3) and its effort (K3: low, high, max; OpenAI's names are mapped). */
+  thinking?: boolean;
+  effort?: string;
 }
+
+export type SendOptions = SessionGenerateOptions & { role?: 'user' | 'tool'; toolCallId?: string };
 
 /**
  * A conversation on one session. Each `send` renders the whole conversation in the chat format and
@@ -46,19 +55,52 @@ export class Chat {
   }
 
   /**
-   * Send a user message (or a tool result, with `role: 'tool'`) and stream the reply as pieces of
-   * text. The reply is added to `messages` when it ends — also when `signal` aborts it, with what
-   * was generated so far.
+   * Send a user message (or a tool result, with `role: 'tool'`) and stream the reply's content as
+   * pieces of text (its reasoning and tool calls are in `reply`'s events and in the message kept;
+   * markup never shows). The reply is added to `messages` when it ends — also when `signal` aborts
+   * it, with what was generated so far.
    */
-  async *send(text: string, opts: SessionGenerateOptions & { role?: 'user' | 'tool'; toolCallId?: string } = {}): AsyncGenerator<string, GenerationResult> {
+  async *send(text: string, opts: SendOptions = {}): AsyncGenerator<string, GenerationResult> {
+    return yield* relay(this.reply(text, opts), (e) => (e.kind === 'content' && e.text ? [e.text] : []));
+  }
+
+  /** Like `send`, streaming every piece of the reply: reasoning, content and tool calls. */
+  async *reply(text: string, opts: SendOptions = {}): AsyncGenerator<ReplyEvent, GenerationResult> {
     this.messages.push({ role: opts.role ?? 'user', content: text, ...(opts.toolCallId !== undefined ? { toolCallId: opts.toolCallId } : {}) });
-    const ids = this.format.encode(this.tokenizer, this.messages, { open: true, tools: this.opts.tools });
+    const { thinking, effort } = this.opts;
+    const vars = { ...(thinking !== undefined ? { thinking, enable_thinking: thinking } : {}), ...(effort !== undefined ? { reasoning_effort: effort } : {}) };
+    const ids = this.format.encode(this.tokenizer, this.messages, { open: true, tools: this.opts.tools, thinking, effort, vars });
     const { fresh, reset } = this.session.resume(ids);
     if (reset) this.reprocessed++;
-    const gen = this.session.generate(fresh, { ...opts, stop: [...this.stopText, ...(opts.stop ?? [])], stopTokens: [...this.ends, ...(opts.stopTokens ?? [])] });
-    const result = yield* relay(gen, (step) => (step.text ? [step.text] : []));
+    const reader = replyReader(this.format, this.tokenizer, ids, { tools: !!this.opts.tools?.length });
+    // stop strings: on what a person reads when the format's structure is in token ids, else on the text
+    const stream = new ReplyStream(reader, reader.byToken ? (opts.stop ?? []) : []);
+    const stop = reader.byToken ? this.stopText : [...this.stopText, ...(opts.stop ?? [])];
+    const { controller, dispose } = linkedAbort(opts.signal);
+    let result: GenerationResult;
+    try {
+      const gen = this.session.generate(fresh, { ...opts, signal: controller.signal, stop, stopTokens: [...this.ends, ...(opts.stopTokens ?? [])] });
+      result = yield* relay(gen, (step) => {
+        const events = stream.push(step.token, step.text);
+        if (stream.stopped !== undefined) controller.abort();
+        return events;
+      });
+    } finally {
+      dispose();
+    }
+    for (const e of stream.flush()) yield e;
+    if (stream.stopped !== undefined) result = { ...result, finish: 'stop', stopString: stream.stopped };
     const tokens = result.tokens.length && this.ends.includes(result.tokens[result.tokens.length - 1]) ? result.tokens.slice(0, -1) : result.tokens;
-    this.messages.push({ role: 'assistant', content: result.text, ids: tokens });
+    // a template format gets the reply's text back whole (its ids stand for it); K3's its parts
+    if (reader.byToken)
+      this.messages.push({
+        role: 'assistant',
+        content: stream.content,
+        ...(stream.reasoning ? { reasoning: stream.reasoning } : {}),
+        ...(reader.calls.length ? { toolCalls: reader.calls } : {}),
+        ids: tokens,
+      });
+    else this.messages.push({ role: 'assistant', content: result.text, ids: tokens });
     this.last = result;
     return result;
   }

@@ -7,6 +7,24 @@ export type ReplyEvent =
   | { kind: 'call'; index: number; id: string; name: string }
   | { kind: 'arguments'; index: number; text: string };
 
+/**
+ * What reads a reply as its tokens stream: each token (its id and the text it completes) in, the
+ * reply's pieces out. Readers of formats whose structure is decided by token id (K3's) say
+ * `byToken`: the caller then matches stop strings on the text they let through, not on the
+ * markup in the generation loop, so a stop string can never cut a marker in two.
+ */
+export interface ReplyReader {
+  push(token: number, text: string): ReplyEvent[];
+  /** The reply has ended: what was held back. */
+  flush(): ReplyEvent[];
+  readonly reasoning: string;
+  readonly content: string;
+  readonly calls: ToolCall[];
+  readonly byToken: boolean;
+  /** The prompt left the reply inside the reasoning block. */
+  readonly startsInReasoning: boolean;
+}
+
 /** Kimi's tool-call section markers. */
 export const KIMI_TOOL_MARKERS = {
   section: '<|tool_calls_section_begin|>',

@@ -2,19 +2,13 @@ import { type TokenConstraint, grammarConstraint } from '../constrain/constraint
 import { type Grammar, alt, json, lit, seq } from '../constrain/grammar.js';
 import type { TokenVocab } from '../constrain/vocab.js';
 import { HERMES_TOOL_MARKERS, KIMI_TOOL_MARKERS } from '../generate/reply.js';
-import type { ReplySyntax } from '../tokenizer/chat.js';
+import type { PromptSegment, ReplySyntax } from '../tokenizer/chat.js';
+import { MAX_PARALLEL, type ToolDecl, optional } from './tool-decl.js';
+import { After, ReasoningBudget, TextWatch } from './watch.js';
+import { xtmlConstraint } from './xtml-constraints.js';
 
-export interface ToolDecl {
-  name: string;
-  description?: string;
-  /** JSON Schema of the arguments (an object). */
-  parameters: unknown;
-}
+export type { ToolDecl };
 
-/** Most calls one reply may make when parallel calls are allowed (the grammar is unrolled). */
-const MAX_PARALLEL = 4;
-
-const optional = (g: Grammar): Grammar => alt([seq([]), g]);
 
 /** One call, at position `index` of the section, to any of `tools`, in the template's syntax. */
 function callGrammar(style: 'kimi' | 'hermes', tools: ToolDecl[], index: number): Grammar {
@@ -80,102 +74,6 @@ function toolSectionRest(style: 'kimi' | 'hermes', tools: ToolDecl[], parallel: 
   return { trigger: HERMES_TOOL_MARKERS.call, grammar: seq([alt(tools.map(rest)), moreCalls(style, tools, parallel, 1)]) };
 }
 
-/** Watches a reply's bytes for a piece of text (a marker) as tokens are accepted. */
-class TextWatch {
-  private tail: number[] = [];
-  private readonly want: Uint8Array;
-
-  constructor(
-    private readonly vocab: TokenVocab,
-    readonly text: string,
-  ) {
-    this.want = new TextEncoder().encode(text);
-  }
-
-  /** Whether the reply's text now ends with the watched text. */
-  push(token: number): boolean {
-    for (const b of this.vocab.bytes(token)) this.tail.push(b);
-    if (this.tail.length > this.want.length) this.tail.splice(0, this.tail.length - this.want.length);
-    return this.tail.length === this.want.length && this.tail.every((b, i) => b === this.want[i]);
-  }
-}
-
-/**
- * Free text until the reply's text ends with `trigger`, then `grammar` to its end: how a reply
- * thinks first and then answers in JSON, or calls a tool when it chooses to.
- */
-class AfterText implements TokenConstraint {
-  private inner: TokenConstraint | undefined;
-  private readonly watch: TextWatch;
-
-  constructor(
-    vocab: TokenVocab,
-    trigger: string,
-    private readonly then: () => TokenConstraint,
-  ) {
-    this.watch = new TextWatch(vocab, trigger);
-  }
-
-  mask(logits: Float32Array): Float32Array {
-    return this.inner ? this.inner.mask(logits) : logits;
-  }
-
-  accept(token: number): void {
-    if (this.inner) return this.inner.accept(token);
-    if (this.watch.push(token)) this.inner = this.then();
-  }
-
-  get complete(): boolean {
-    return this.inner?.complete ?? false;
-  }
-}
-
-/**
- * A reasoning budget: after `budget` tokens of a reply that starts in the reasoning block, the
- * block is closed — its close marker is the only thing allowed until it is written — and the
- * turn's own constraint (if any) carries on. A reply that closes the block by itself is untouched.
- */
-class ReasoningBudget implements TokenConstraint {
-  private used = 0;
-  private closed = false;
-  private closing: TokenConstraint | undefined;
-  private readonly watch: TextWatch;
-
-  constructor(
-    private readonly vocab: TokenVocab,
-    close: string,
-    private readonly budget: number,
-    private readonly inner: TokenConstraint | undefined,
-  ) {
-    this.watch = new TextWatch(vocab, close);
-    if (budget <= 0) this.closing = grammarConstraint(vocab, lit(close), []);
-  }
-
-  mask(logits: Float32Array): Float32Array {
-    if (this.closing) return this.closing.mask(logits);
-    return this.inner ? this.inner.mask(logits) : logits;
-  }
-
-  accept(token: number): void {
-    this.inner?.accept(token);
-    if (this.closed) return;
-    if (this.closing) {
-      this.closing.accept(token);
-      if (this.closing.complete) {
-        this.closing = undefined;
-        this.closed = true;
-      }
-      return;
-    }
-    if (this.watch.push(token)) this.closed = true;
-    else if (++this.used >= this.budget) this.closing = grammarConstraint(this.vocab, lit(this.watch.text), []);
-  }
-
-  get complete(): boolean {
-    return this.closed && (this.inner?.complete ?? false);
-  }
-}
-
 export interface ConstraintPlan {
   vocab: TokenVocab;
   syntax: ReplySyntax;
@@ -188,16 +86,31 @@ export interface ConstraintPlan {
   tools?: { decls: ToolDecl[]; required: boolean; parallel: boolean };
   /** Most tokens of reasoning before the block is closed for the model. */
   reasoningBudget?: number;
+  /** K3's marker ids (for its format, whose structure is in token ids). */
+  markers?: { open: number; close: number; sep: number; end: number };
+}
+
+/**
+ * What a turn's reply is held to: the constraint (undefined when the reply is free text), and the
+ * text the reply is made to begin with, fed with the prompt — as `forcedSegments` when it must be
+ * tokenized segment by segment (K3's), else as markup.
+ */
+export interface TurnPlan {
+  constraint?: TokenConstraint;
+  forced: string;
+  forcedSegments?: PromptSegment[];
 }
 
 /**
  * The constraint for a turn (undefined when the reply is free text), and the text the reply is
  * made to begin with, fed with the prompt.
  */
-export function turnConstraint(p: ConstraintPlan): { constraint?: TokenConstraint; forced: string } {
+export function turnConstraint(p: ConstraintPlan): TurnPlan {
+  if (p.syntax.tools === 'xtml') return xtmlConstraint(p);
   const plan = planConstraint(p);
-  if (p.reasoningBudget !== undefined && p.reasoningFirst && p.syntax.think)
-    return { constraint: new ReasoningBudget(p.vocab, p.syntax.think.close, p.reasoningBudget, plan.constraint), forced: plan.forced };
+  const close = p.syntax.think?.close;
+  if (p.reasoningBudget !== undefined && p.reasoningFirst && close !== undefined)
+    return { constraint: new ReasoningBudget(p.vocab, new TextWatch(p.vocab, close), lit(close), p.reasoningBudget, plan.constraint), forced: plan.forced };
   return plan;
 }
 
@@ -209,9 +122,9 @@ function planConstraint(p: ConstraintPlan): { constraint?: TokenConstraint; forc
     const c = grammarConstraint(p.vocab, g, p.endTokens);
     return () => c;
   };
-  const afterReasoning = (make: () => TokenConstraint) => (p.reasoningFirst && p.syntax.think ? new AfterText(p.vocab, p.syntax.think.close, make) : make());
+  const afterReasoning = (make: () => TokenConstraint) => (p.reasoningFirst && p.syntax.think ? new After(new TextWatch(p.vocab, p.syntax.think.close), make) : make());
   const style = p.syntax.tools;
-  if (p.tools && style) {
+  if (p.tools && style && style !== 'xtml') {
     if (p.tools.required) {
       if (p.reasoningFirst && p.syntax.think) return { constraint: afterReasoning(now(toolSectionGrammar(style, p.tools.decls, p.tools.parallel))), forced: '' };
       const { forced, grammar } = forcedToolCall(style, p.tools.decls, p.tools.parallel);
@@ -220,7 +133,7 @@ function planConstraint(p: ConstraintPlan): { constraint?: TokenConstraint; forc
     const { trigger, grammar } = toolSectionRest(style, p.tools.decls, p.tools.parallel);
     const calls = now(grammar);
     // a section marker written while reasoning is reasoning; calls are watched for after it
-    return { constraint: afterReasoning(() => new AfterText(p.vocab, trigger, calls)), forced: '' };
+    return { constraint: afterReasoning(() => new After(new TextWatch(p.vocab, trigger), calls)), forced: '' };
   }
   if (p.schema !== undefined) return { constraint: afterReasoning(now(json(p.schema))), forced: '' };
   return { forced: '' };

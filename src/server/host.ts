@@ -4,17 +4,19 @@ import { validator } from '../constrain/schema.js';
 import type { TokenConstraint } from '../constrain/constraint.js';
 import type { Model } from '../engine/model.js';
 import type { FinishReason, GenerateOptions, GeneratedToken, GenerationResult } from '../generate/generate.js';
-import { type ReplyEvent, ReplyParser } from '../generate/reply.js';
+import type { ReplyEvent } from '../generate/reply.js';
+import { replyReader } from '../generate/reply-reader.js';
+import { ReplyStream } from '../generate/reply-stream.js';
 import { type SamplingOptions, Sampler } from '../generate/sampler.js';
 import type { Session } from '../engine/session.js';
-import type { ChatMessage, ToolCall } from '../tokenizer/chat.js';
+import { type ChatMessage, type ToolCall, encodeSegments } from '../tokenizer/chat.js';
+import { markerIds } from '../tokenizer/xtml/format.js';
+import { linkedAbort } from '../util/abort.js';
 import { relay } from '../util/relay.js';
 import { type ToolDecl, turnConstraint } from './constraints.js';
 import { ApiError, badRequest, fromClient } from './errors.js';
+import { promptOptions } from './prompt-options.js';
 import { FairQueue } from './queue.js';
-
-/** Template variables the server sets itself; a client's chat_template_kwargs may not. */
-const RESERVED_VARS = new Set(['messages', 'tools', 'add_generation_prompt', 'bos_token', 'eos_token', 'documents', 'tool_choice']);
 
 /** One chat turn as both APIs ask for it. */
 export interface TurnRequest {
@@ -25,6 +27,8 @@ export interface TurnRequest {
   parallelToolCalls: boolean;
   /** Structured output: the reply is a JSON document matching this schema. */
   schema?: unknown;
+  /** How the client asked for it (formats that tell the model, K3's, name it). */
+  responseType?: 'json_object' | 'json_schema';
   /** Reasoning on or off (undefined: the template's default) and its effort, handed to the template. */
   thinking?: boolean;
   effort?: string;
@@ -162,18 +166,10 @@ export class Host {
   private prompt(req: TurnRequest): { ids: number[]; reasoningFirst: boolean } {
     const format = this.model.chatFormat();
     const tok = this.model.tokenizer();
-    for (const k of Object.keys(req.templateVars ?? {}))
-      if (RESERVED_VARS.has(k)) throw badRequest(`chat_template_kwargs may not set "${k}": the server does`, 'chat_template_kwargs');
-    const vars: Record<string, unknown> = { ...req.templateVars };
-    if (req.thinking !== undefined) vars.thinking = vars.enable_thinking = req.thinking;
-    if (req.effort !== undefined) vars.reasoning_effort = req.effort;
-    const tools = req.toolChoice === 'none' ? [] : req.tools.map((t) => ({ type: 'function', function: { name: t.name, ...(t.description !== undefined ? { description: t.description } : {}), parameters: t.parameters } }));
-    if (tools.length && !format.syntax.tools) throw badRequest(`this model's chat format (${format.source}) does not write tool calls, so tools cannot be offered`, 'tools');
+    const opts = promptOptions(req, format);
     // the template refusing or mangling this conversation is about the conversation
-    const ids = fromClient('messages', () => format.encode(tok, req.messages, { open: true, tools, vars }), ['E_UNSUPPORTED', 'E_FORMAT']);
-    const think = format.syntax.think;
-    const reasoningFirst = !!think && tok.decode(ids.slice(-8)).trimEnd().endsWith(think.open);
-    return { ids, reasoningFirst };
+    const ids = fromClient('messages', () => format.encode(tok, req.messages, opts), ['E_UNSUPPORTED', 'E_FORMAT']);
+    return { ids, reasoningFirst: replyReader(format, tok, ids, { tools: false }).startsInReasoning };
   }
 
   /**
@@ -226,12 +222,13 @@ export class Host {
           reasoningFirst,
           schema: req.schema,
           reasoningBudget: req.reasoningBudget,
+          ...(format.syntax.tools === 'xtml' ? { markers: markerIds(tok) } : {}),
           tools: toolsOffered ? { decls, required: req.toolChoice === 'required' || typeof req.toolChoice === 'object', parallel: req.parallelToolCalls && typeof req.toolChoice !== 'object' } : undefined,
         }),
       ['E_ARG'],
       'the schema cannot be enforced: ',
     );
-    const forcedIds = plan.forced ? tok.encode(plan.forced, { markup: true }) : [];
+    const forcedIds = plan.forcedSegments ? encodeSegments(tok, plan.forcedSegments) : plan.forced ? tok.encode(plan.forced, { markup: true }) : [];
     const all = [...ids, ...forcedIds];
     this.checkFits(all.length);
     // the forced beginning counts against the reply's tokens
@@ -244,20 +241,26 @@ export class Host {
    * the whole. `signal` stops it within one token.
    */
   async *turn(turn: PreparedTurn, signal: AbortSignal): AsyncGenerator<TurnEvent, TurnResult> {
-    const { req, ids, reasoningFirst, maxTokens, constraint, endTokens } = turn;
+    const { req, ids, maxTokens, constraint, endTokens } = turn;
     const format = this.model.chatFormat();
+    const tok = this.model.tokenizer();
     // at least one new token: the reply needs the logits after the last prompt token
     const { session, fresh } = this.sessionFor(ids, 1);
-    const endId = this.model.tokenizer().specialId(format.assistantEnd);
-    const parser = new ReplyParser(format.syntax, { startInReasoning: reasoningFirst, tools: turn.toolsOffered });
-    if (turn.forced) for (const ev of parser.push(turn.forced)) yield ev;
+    const endId = tok.specialId(format.assistantEnd);
+    const prompt = ids.slice(0, ids.length - turn.forcedIds);
+    const reader = replyReader(format, tok, prompt, { tools: turn.toolsOffered });
+    // stop strings: on what a person reads when the format's structure is in token ids (K3's), else on the text
+    const stream = new ReplyStream(reader, reader.byToken ? (req.sampling.stop ?? []) : []);
+    const forced = tok.decoder();
+    for (const id of ids.slice(prompt.length)) yield* stream.push(id, forced.push(id));
     const before = this.model.stats();
+    const local = linkedAbort(signal);
     const gen = session.generate(fresh, {
       ...req.sampling,
       maxTokens,
-      signal,
+      signal: local.controller.signal,
       constraint,
-      stop: [...(endId === undefined && format.assistantEnd ? [format.assistantEnd] : []), ...(req.sampling.stop ?? [])],
+      stop: [...(endId === undefined && format.assistantEnd ? [format.assistantEnd] : []), ...(reader.byToken ? [] : (req.sampling.stop ?? []))],
       stopTokens: endTokens,
     });
     const ends = new Set([...endTokens, ...(endId !== undefined ? [endId] : [])]);
@@ -277,22 +280,27 @@ export class Host {
         if (logprobs && step.token >= 0 && !ends.has(step.token)) held.push({ token: step.token, logprob: step.logprob, top: step.top ?? [] });
         if (step.text) {
           yield* release();
-          yield* parser.push(step.text);
+          yield* stream.push(step.token, step.text);
+          // a stop string the stream found ends the generation after this token
+          if (stream.stopped !== undefined) local.controller.abort();
         }
       });
     } catch (e) {
       // whatever the engine's state is after a fault, the next turn starts from a clean one
       session.reset();
       throw e;
+    } finally {
+      local.dispose();
     }
+    if (stream.stopped !== undefined) result = { ...result, finish: 'stop', stopString: stream.stopped };
     if (result.stopString === undefined) yield* release();
-    for (const ev of parser.flush()) yield ev;
+    for (const ev of stream.flush()) yield ev;
     const after = this.model.stats();
     return {
-      reasoning: parser.reasoning,
-      content: parser.content,
-      toolCalls: parser.calls,
-      finish: this.finish(result.finish, parser.calls.length > 0),
+      reasoning: stream.reasoning,
+      content: stream.content,
+      toolCalls: reader.calls,
+      finish: this.finish(result.finish, reader.calls.length > 0),
       ...(result.stopString !== undefined && req.sampling.stop?.includes(result.stopString) ? { stopString: result.stopString } : {}),
       // the forced beginning is part of the reply, though it was fed with the prompt
       promptTokens: ids.length - turn.forcedIds,

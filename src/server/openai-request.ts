@@ -18,12 +18,15 @@ const ToolCallIn = z.object({
   function: z.object({ name: z.string().min(1), arguments: z.string() }),
 });
 
+const Name = z.string().optional();
+
 const Message = z.discriminatedUnion('role', [
-  z.object({ role: z.literal('system'), content: Content }),
-  z.object({ role: z.literal('developer'), content: Content }),
-  z.object({ role: z.literal('user'), content: Content }),
+  z.object({ role: z.literal('system'), content: Content, name: Name }),
+  z.object({ role: z.literal('developer'), content: Content, name: Name }),
+  z.object({ role: z.literal('user'), content: Content, name: Name }),
   z.object({
     role: z.literal('assistant'),
+    name: Name,
     content: Content.optional(),
     reasoning_content: z.string().nullish(),
     tool_calls: z.array(ToolCallIn).nullish(),
@@ -119,15 +122,17 @@ export function parseBody<T>(schema: z.ZodType<T>, body: unknown): T {
   return r.data;
 }
 
-function text(content: z.infer<typeof Content> | undefined, where: string): string {
-  if (content === null || content === undefined) return '';
-  if (typeof content === 'string') return content;
-  return content
-    .map((p, i) => {
-      if (p.type !== 'text' || typeof (p as { text?: unknown }).text !== 'string') throw badRequest(`${where}.content[${i}]: only text parts are supported (got "${p.type}")`, `${where}.content`);
-      return (p as { text: string }).text;
-    })
-    .join('');
+/** A message's content as text, and its text parts as sent (a format may tokenize them apart), and its name. */
+function text(m: { content?: z.infer<typeof Content>; name?: string }, where: string): Pick<ChatMessage, 'content' | 'parts' | 'name'> {
+  const named = m.name !== undefined ? { name: m.name } : {};
+  const content = m.content;
+  if (content === null || content === undefined) return { content: '', ...named };
+  if (typeof content === 'string') return { content, ...named };
+  const parts = content.map((p, i) => {
+    if (p.type !== 'text' || typeof (p as { text?: unknown }).text !== 'string') throw badRequest(`${where}.content[${i}]: only text parts are supported (got "${p.type}")`, `${where}.content`);
+    return (p as { text: string }).text;
+  });
+  return { content: parts.join(''), ...(parts.length > 1 ? { parts } : {}), ...named };
 }
 
 /**
@@ -197,14 +202,14 @@ export function chatTurn(b: ChatCompletionBody): TurnRequest {
     switch (m.role) {
       case 'system':
       case 'developer':
-        return { role: 'system', content: text(m.content, where) };
+        return { role: 'system', ...text(m, where) };
       case 'user':
-        return { role: 'user', content: text(m.content, where) };
+        return { role: 'user', ...text(m, where) };
       case 'tool':
-        return { role: 'tool', content: text(m.content, where), toolCallId: m.tool_call_id };
+        return { role: 'tool', ...text(m, where), toolCallId: m.tool_call_id };
       case 'assistant': {
         const calls = (m.tool_calls ?? []).map((c) => ({ id: c.id, name: c.function.name, arguments: c.function.arguments }));
-        return { role: 'assistant', content: text(m.content, where), ...(calls.length ? { toolCalls: calls } : {}), ...(m.reasoning_content ? { reasoning: m.reasoning_content } : {}) };
+        return { role: 'assistant', ...text(m, where), ...(calls.length ? { toolCalls: calls } : {}), ...(m.reasoning_content ? { reasoning: m.reasoning_content } : {}) };
       }
     }
   });
@@ -242,6 +247,7 @@ export function chatTurn(b: ChatCompletionBody): TurnRequest {
     toolChoice,
     parallelToolCalls: b.parallel_tool_calls ?? true,
     schema,
+    ...(rf?.type === 'json_object' || rf?.type === 'json_schema' ? { responseType: rf.type } : {}),
     ...reasoning,
     ...(budget != null ? { reasoningBudget: budget } : {}),
     templateVars: b.chat_template_kwargs ?? undefined,

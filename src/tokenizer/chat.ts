@@ -6,6 +6,7 @@ import { isObject } from '../util/fields.js';
 import { readJson, readText } from '../util/read.js';
 import { KIMI_STYLE_TEMPLATE } from './kimi-template.js';
 import type { Tokenizer } from './tokenizer.js';
+import { XtmlChatFormat } from './xtml/format.js';
 
 /**
  * Chat formats: how a conversation becomes token ids. Whatever the format, the markup it adds is
@@ -24,6 +25,10 @@ export interface ChatMessage {
   toolCalls?: ToolCall[];
   /** An assistant's reasoning, kept apart from its content. */
   reasoning?: string;
+  /** The speaker's name (K3's format writes it as an attribute; the others leave it out). */
+  name?: string;
+  /** The content's text parts as the client sent them (`content` is them joined): K3's format tokenizes each apart. */
+  parts?: string[];
 }
 
 export interface ToolCall {
@@ -40,6 +45,12 @@ export interface EncodeOptions {
   tools?: unknown[];
   /** More template variables: `thinking`, `reasoning_effort`, a client's chat_template_kwargs… */
   vars?: Record<string, unknown>;
+  /** Reasoning on or off (undefined: the format's default) and how hard, for formats that take them as such (K3's). */
+  thinking?: boolean;
+  effort?: string;
+  /** The request's tool_choice and response format, for formats that tell the model of them (K3's writes a system note). */
+  toolChoice?: 'auto' | 'none' | 'required' | { name: string };
+  responseFormat?: { type: 'json_object' } | { type: 'json_schema'; json_schema: { schema: unknown } };
 }
 
 /**
@@ -48,23 +59,31 @@ export interface EncodeOptions {
  */
 export interface ReplySyntax {
   think?: { open: string; close: string };
-  tools?: 'kimi' | 'hermes';
+  /** "xtml": K3's tools/call elements, whose structure is decided by token id, never by text. */
+  tools?: 'kimi' | 'hermes' | 'xtml';
 }
 
 export interface ChatFormat {
-  /** Where it came from: "chat_template.jinja", "chat.json", "Kimi default". */
+  /** Where it came from: "chat_template.jinja", "chat.json", "Kimi default", "Kimi K3 XTML". */
   readonly source: string;
   /** The conversation as ids, ending with the hand-over to the assistant when `open`. */
   encode(tokenizer: Tokenizer, messages: ChatMessage[], opts?: EncodeOptions): number[];
+  /**
+   * The same conversation as the segments `encode` tokenizes, each on its own (what `waste template`
+   * shows). Given the tokenizer, a generated message's ids stand where `encode` would use them.
+   */
+  render(messages: ChatMessage[], opts?: EncodeOptions, tokenizer?: Tokenizer): PromptSegment[];
   /** What ends an assistant turn: the markup after its content ("<|im_end|>" for Kimi). */
   readonly assistantEnd: string;
   readonly syntax: ReplySyntax;
 }
 
 /** A piece of rendered conversation: markup, a message's text, or a generated message's ids. */
-type Segment = { kind: 'markup'; text: string } | { kind: 'text'; text: string } | { kind: 'ids'; ids: number[] };
+export type PromptSegment = { kind: 'markup'; text: string } | { kind: 'text'; text: string } | { kind: 'ids'; ids: number[] };
+type Segment = PromptSegment;
 
-function encodeSegments(tokenizer: Tokenizer, segments: Segment[]): number[] {
+/** Each segment tokenized on its own: markup in markup mode, text in plain mode, ids as they are. */
+export function encodeSegments(tokenizer: Tokenizer, segments: readonly PromptSegment[]): number[] {
   const out: number[] = [];
   // one id at a time: push(...ids) passes every id as an argument, and a long message's ids
   // overflow the stack
@@ -117,6 +136,10 @@ export class TurnChatFormat implements ChatFormat {
   }
 
   encode(tokenizer: Tokenizer, messages: ChatMessage[], opts: EncodeOptions = {}): number[] {
+    return encodeSegments(tokenizer, this.render(messages, opts));
+  }
+
+  render(messages: ChatMessage[], opts: EncodeOptions = {}): PromptSegment[] {
     if (opts.tools?.length || messages.some((m) => m.toolCalls?.length))
       throw new WasteError('E_UNSUPPORTED', `${this.source} has no way to write tools or tool calls; give the model a chat_template.jinja that does`);
     const t = this.turns;
@@ -129,7 +152,7 @@ export class TurnChatFormat implements ChatFormat {
       segments.push({ kind: 'markup', text: pair[1] });
     }
     if (opts.open ?? true) segments.push({ kind: 'markup', text: t.open });
-    return encodeSegments(tokenizer, segments);
+    return segments;
   }
 }
 
@@ -184,7 +207,7 @@ export class JinjaChatFormat implements ChatFormat {
     }
     this.syntax = syntaxOf(text);
     // what follows an assistant message's content, up to the next message (or the end)
-    const probe = this.render([
+    const probe = this.renderTemplate([
       { role: 'user', content: 'u' },
       { role: 'assistant', content: 'a' },
       { role: 'user', content: 'v' },
@@ -198,7 +221,7 @@ export class JinjaChatFormat implements ChatFormat {
     this.assistantEnd = marker ? marker[0] : end.trimEnd();
   }
 
-  private render(messages: ChatMessage[], open: boolean, tools?: unknown[], vars: Record<string, unknown> = {}): { segments: Segment[]; ids: Map<number, number[]> } {
+  private renderTemplate(messages: ChatMessage[], open: boolean, tools?: unknown[], vars: Record<string, unknown> = {}): { segments: Segment[]; ids: Map<number, number[]> } {
     const ids = new Map<number, number[]>();
     const wrapped = messages.map((m, i) => {
       const content = m.content.replace(SENTINELS, '');
@@ -252,19 +275,27 @@ export class JinjaChatFormat implements ChatFormat {
   }
 
   encode(tokenizer: Tokenizer, messages: ChatMessage[], opts: EncodeOptions = {}): number[] {
-    return encodeSegments(tokenizer, this.render(messages, opts.open ?? true, opts.tools, opts.vars).segments);
+    return encodeSegments(tokenizer, this.render(messages, opts));
+  }
+
+  render(messages: ChatMessage[], opts: EncodeOptions = {}): PromptSegment[] {
+    return this.renderTemplate(messages, opts.open ?? true, opts.tools, opts.vars).segments;
   }
 }
 
 /**
- * The chat format of a model directory: its `chat.json` when present (a hand-written format for
- * the CLI, as the C engine reads it), else its Jinja template (chat_template.jinja, or
- * tokenizer_config.json's chat_template), else Kimi's default.
+ * The chat format of a model directory. A Kimi K3 model (`arch` "kimi-k3") speaks XTML, K3's own
+ * format, unless its directory has a chat_template.jinja (a template someone chose over it); its
+ * chat.json, if any, is the C engine's CLI turns and is not read. Any other model: its `chat.json`
+ * when present (a hand-written format for the CLI, as the C engine reads it), else its Jinja
+ * template (chat_template.jinja, or tokenizer_config.json's chat_template), else Kimi's default.
  */
-export function loadChatFormat(dir: string): ChatFormat {
+export function loadChatFormat(dir: string, opts: { arch?: string } = {}): ChatFormat {
   const at = (f: string) => path.join(dir, f);
+  const jinja = fs.existsSync(at('chat_template.jinja'));
+  if (opts.arch === 'kimi-k3') return jinja ? new JinjaChatFormat(readText(at('chat_template.jinja')), at('chat_template.jinja')) : new XtmlChatFormat();
   if (fs.existsSync(at('chat.json'))) return new TurnChatFormat(parseChatJson(at('chat.json')), at('chat.json'));
-  if (fs.existsSync(at('chat_template.jinja'))) return new JinjaChatFormat(readText(at('chat_template.jinja')), at('chat_template.jinja'));
+  if (jinja) return new JinjaChatFormat(readText(at('chat_template.jinja')), at('chat_template.jinja'));
   if (fs.existsSync(at('tokenizer_config.json'))) {
     const cfg = readJson(at('tokenizer_config.json'));
     const t = isObject(cfg) ? cfg.chat_template : undefined;
