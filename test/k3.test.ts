@@ -169,10 +169,16 @@ describe('every command runs on a synthetic K3', () => {
     const r = waste(['run', dir, 'hello there', '-n', '8', '--temp', '1', '--seed', '2']);
     assert.equal(r.code, 0, r.err);
     assert.match(r.err, /\[\d+ tokens/);
+    // K3 thinks by default: a random model never closes its think channel, so all of it is reasoning, on stderr
+    assert.equal(r.out, '\n');
+    const answer = JSON.parse(waste(['run', dir, 'hello there', '-n', '8', '--temp', '1', '--seed', '2', '--no-think', '--json']).out);
+    assert.ok(answer.text.length > 0 && answer.tokens.length === 8);
     assert.equal(waste(['eval', dir, 'hello']).code, 0);
-    const chat = waste(['chat', dir, '-n', '6', '--temp', '1'], 'hello\n/quit\n');
-    assert.equal(chat.code, 0, chat.err);
+    const evalChat = JSON.parse(waste(['eval', dir, 'hello', '--chat', '--json']).out);
+    assert.ok(evalChat.promptTokens > JSON.parse(waste(['eval', dir, 'hello', '--json']).out).promptTokens);
     // K3's own format, not the C engine's chat.json that synth writes for its CLI
+    const chat = waste(['chat', dir, '-n', '6', '--temp', '1', '--no-think'], 'hello\n/quit\n');
+    assert.equal(chat.code, 0, chat.err);
     assert.match(chat.err, /chat format: Kimi K3 XTML/);
   });
 

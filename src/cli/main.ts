@@ -13,6 +13,7 @@ import { registerPlan } from './commands/plan.js';
 import { registerQuality } from './commands/quality.js';
 import { registerServe } from './commands/serve.js';
 import { registerSynth } from './commands/synth.js';
+import { registerTemplate } from './commands/template.js';
 import { registerVerify } from './commands/verify.js';
 import { VERSION } from '../version.js';
 
@@ -30,6 +31,7 @@ export async function main(argv: string[]): Promise<number> {
   registerEval(program);
   registerPerplexity(program);
   registerTokenize(program);
+  registerTemplate(program);
   registerInfo(program);
   registerLogits(program);
   registerPlan(program);

@@ -8,24 +8,27 @@ import { formatSize } from '../../util/size.js';
 import { type EngineFlags, addEngineOptions, openOptions } from '../engine-options.js';
 import { type GenerateFlags, addGenerateOptions, generateOptions, readAmount, statsLine } from '../generate-options.js';
 import { modelOrDemo } from '../default-model.js';
+import { ReplyPrinter, type ThinkingFlags, addThinkingOptions, thinkingOptions } from '../thinking-options.js';
 
 const HELP = `commands: /reset (forget the conversation)  /save FILE  /load FILE  /stats  /help  /quit
 Ctrl-C stops a reply; Ctrl-D (or /quit) leaves.`;
 
 export function registerChat(program: Command): void {
-  addGenerateOptions(
-    addEngineOptions(
-      program
-        .command('chat')
-        .description("talk to a model in its chat format; the conversation's state carries over from turn to turn")
-        .argument('[model]', 'container directory (default: the demo model that ships with waste)')
-        .option('--system <text>', 'a system message that opens the conversation'),
+  addThinkingOptions(
+    addGenerateOptions(
+      addEngineOptions(
+        program
+          .command('chat')
+          .description("talk to a model in its chat format; the conversation's state carries over from turn to turn (reasoning, if any, on stderr)")
+          .argument('[model]', 'container directory (default: the demo model that ships with waste)')
+          .option('--system <text>', 'a system message that opens the conversation'),
+      ),
     ),
-  ).action(async (model: string | undefined, o: EngineFlags & GenerateFlags & { system?: string }, cmd: Command) => {
+  ).action(async (model: string | undefined, o: EngineFlags & GenerateFlags & ThinkingFlags & { system?: string }, cmd: Command) => {
     const dir = modelOrDemo(model);
     requireTokenizerFiles(dir);
     const m = await Model.open(dir, openOptions(o));
-    const chat = m.chat({ system: o.system });
+    const chat = m.chat({ system: o.system, ...thinkingOptions(o) });
     const gen = generateOptions(o, cmd);
     const tty = Boolean(process.stdin.isTTY);
     const rl = readline.createInterface({ input: process.stdin, output: process.stdout, terminal: tty, historySize: 1000 });
@@ -53,14 +56,12 @@ export function registerChat(program: Command): void {
           const t0 = performance.now();
           replying = new AbortController();
           try {
-            let shown = false;
-            for await (const piece of chat.send(line, { ...gen, signal: replying.signal })) {
-              process.stdout.write(piece);
-              shown ||= piece.trim().length > 0;
-            }
+            const printer = new ReplyPrinter((s) => process.stdout.write(s));
+            for await (const e of chat.reply(line, { ...gen, signal: replying.signal })) printer.write(e);
+            printer.end();
             const r = chat.last!;
             // a reply with no text would otherwise look like nothing happened
-            if (!shown && r.finish !== 'aborted') process.stdout.write('(empty reply)');
+            if (!printer.shown && r.finish !== 'aborted') process.stdout.write('(empty reply)');
             last = statsLine(m, before, r.tokens.length, (performance.now() - t0) / 1000);
             process.stdout.write(r.finish === 'aborted' ? ' [stopped]\n' : '\n');
             if (r.finish === 'context') process.stderr.write('(the context is full: /reset to start over, or use a larger --ctx)\n');

@@ -9,8 +9,9 @@ import { type EngineFlags, addEngineOptions, openOptions } from '../engine-optio
 import { type GenerateFlags, addGenerateOptions, generateOptions, statsLine } from '../generate-options.js';
 import { modelAndPrompt } from '../default-model.js';
 import { readInput } from '../../util/read.js';
+import { ReplyPrinter, type ThinkingFlags, addThinkingOptions, thinkingOptions } from '../thinking-options.js';
 
-interface RunFlags extends EngineFlags, GenerateFlags {
+interface RunFlags extends EngineFlags, GenerateFlags, ThinkingFlags {
   file?: string;
   raw: boolean;
   markup: boolean;
@@ -22,24 +23,27 @@ interface RunFlags extends EngineFlags, GenerateFlags {
 }
 
 export function registerRun(program: Command): void {
-  addGenerateOptions(
-    addEngineOptions(
-      program
-        .command('run')
-        .description("generate a reply to a prompt (in the model's chat format; --raw continues the text as written), streaming it to stdout")
-        .argument('[model]', 'container directory (default: the demo model that ships with waste)')
-        .argument('[prompt]', 'the prompt (or --file F, or standard input)')
-        .option('--file <file>', 'read the prompt from a file (- for standard input)')
-        .option('--raw', 'no chat format: continue the prompt as written (it is echoed first)', false)
-        .option('--markup', 'with --raw: control-token strings in the prompt become control tokens', false)
-        .option('--system <text>', 'a system message (chat format only)')
-        .option('--learn', "save the experts the cache holds afterwards to the container's usage.waste", false)
-        .option('--json', 'print the reply and its statistics as JSON instead of streaming', false)
-        .option('--logprobs <n>', 'with --json: each token with its log-probability and the n most likely alternatives (0..20)', intArg(0, 20))
-        .option('-q, --quiet', 'print only the reply (no statistics line)', false),
+  addThinkingOptions(
+    addGenerateOptions(
+      addEngineOptions(
+        program
+          .command('run')
+          .description("generate a reply to a prompt (in the model's chat format; --raw continues the text as written), streaming it to stdout (the reasoning, if any, to stderr)")
+          .argument('[model]', 'container directory (default: the demo model that ships with waste)')
+          .argument('[prompt]', 'the prompt (or --file F, or standard input)')
+          .option('--file <file>', 'read the prompt from a file (- for standard input)')
+          .option('--raw', 'no chat format: continue the prompt as written (it is echoed first)', false)
+          .option('--markup', 'with --raw: control-token strings in the prompt become control tokens', false)
+          .option('--system <text>', 'a system message (chat format only)')
+          .option('--learn', "save the experts the cache holds afterwards to the container's usage.waste", false)
+          .option('--json', 'print the reply and its statistics as JSON instead of streaming', false)
+          .option('--logprobs <n>', 'with --json: each token with its log-probability and the n most likely alternatives (0..20)', intArg(0, 20))
+          .option('-q, --quiet', 'print only the reply (no statistics line)', false),
+      ),
     ),
   ).action(async (first: string | undefined, second: string | undefined, o: RunFlags, cmd: Command) => {
     if (o.logprobs !== undefined && !o.json) throw new WasteError('E_ARG', '--logprobs goes with --json');
+    if (o.raw && (o.think !== undefined || o.effort !== undefined)) throw new WasteError('E_ARG', '--think, --no-think and --effort go with the chat format, not --raw');
     const { model, prompt: promptArg } = modelAndPrompt(first, second);
     const prompt = readPrompt(promptArg, o.file);
     requireTokenizerFiles(model);
@@ -55,6 +59,7 @@ export function registerRun(program: Command): void {
       const out = (s: string) => {
         if (!o.json) process.stdout.write(s);
       };
+      let reply: { reasoning?: string; content: string } | undefined;
       try {
         if (o.raw) {
           out(prompt);
@@ -69,16 +74,20 @@ export function registerRun(program: Command): void {
             out(r.value.text);
           }
         } else {
-          const chat = m.chat({ system: o.system });
-          const it = chat.send(prompt, { ...gen, signal: ac.signal });
+          const chat = m.chat({ system: o.system, ...thinkingOptions(o) });
+          const printer = new ReplyPrinter(out);
+          const it = chat.reply(prompt, { ...gen, signal: ac.signal });
           for (;;) {
             const r = await it.next();
             if (r.done) {
               result = r.value;
               break;
             }
-            out(r.value);
+            if (!o.json) printer.write(r.value);
           }
+          printer.end();
+          const last = chat.messages[chat.messages.length - 1];
+          reply = { content: last.content, ...(last.reasoning ? { reasoning: last.reasoning } : {}) };
         }
       } finally {
         process.off('SIGINT', onInt);
@@ -96,6 +105,7 @@ export function registerRun(program: Command): void {
         }));
         const doc = {
           text: result.text,
+          ...(reply && reply.content !== result.text ? reply : {}),
           tokens: result.tokens,
           finish: result.finish,
           promptTokens: result.promptTokens,
