@@ -6,6 +6,7 @@ export { kda_prep, kda_step, kda_out } from './kda';
 export { mla_heads } from './mla';
 export { rmsnorm, silu_mul, situ_mul, sigmoid_mul, attn_res, add, moe_route, moe_combine, read_bw } from './elementwise';
 export { vq_nearest, vq_subtract, dist_update } from './kmeans';
+export { vit_attn, gelu, erf_at } from './vision';
 
 /** End of the module's static data: arenas keep everything they allocate above it. */
 export function heap_base(): usize {

@@ -11,11 +11,11 @@ import { ReaderPool } from '../experts/readers.js';
 import { StreamedExperts } from '../experts/streamed.js';
 import { tsKernels } from '../kernels/ts/index.js';
 import type { Kernels } from '../kernels/types.js';
-import { WasmKernels } from '../kernels/wasm/index.js';
+import { WasmKernels, kernelArenaBytes } from '../kernels/wasm/index.js';
 import { cpuCount } from '../kernels/wasm/pool.js';
 import { ARENA_RESERVED, Arena } from '../memory/arena.js';
 import { MemoryBudget } from '../memory/budget.js';
-import type { Architecture, Network, SequenceState } from '../model/architecture.js';
+import type { Architecture, Network, SequenceState, VisionSpec } from '../model/architecture.js';
 import { architecture, architectureOf, openModelContainer } from '../model/registry.js';
 import { CheckpointSource } from '../model/sources/checkpoint-source.js';
 import { ContainerSource } from '../model/sources/container-source.js';
@@ -46,6 +46,8 @@ export interface ModelParts {
   files: StreamFiles | undefined;
   /** The reserved sessions' states, allocated at open so the budget covers them from the start. */
   states: SequenceState[];
+  /** The vision tower, when the model has one and room was reserved for it: loaded by the first image. */
+  vision: { spec: VisionSpec; bytes: number; source: WeightSource } | undefined;
   /** Release what the model holds (threads, descriptors), after its last forward pass. */
   close(): Promise<void>;
 }
@@ -96,6 +98,16 @@ function openSource(dir: string, o: ResolvedOpenOptions): Opened {
   return { kind: 'container', container, config: container.config, arch: architecture(container.config.arch), source: new ContainerSource(container), close: () => container.close() };
 }
 
+/** A model's vision tower as the plan reserves it: its spec and the bytes of the arena it loads into. */
+export function visionOf(arch: Architecture, dir: string, src: { kind: 'container' | 'checkpoint'; source: WeightSource }, cfg: ModelConfig, threads: number, chunk: number): { spec: VisionSpec; bytes: number; source: WeightSource } | undefined {
+  const spec = arch.vision?.spec(dir, src.kind, src.source, cfg);
+  if (!spec) return undefined;
+  const p = arch.vision!.plan(src.source, spec);
+  // the kernels stage activations in every arena they bind as wide as the model's widest product
+  const kernel = kernelArenaBytes(Math.max(p.widest, arch.widestInput(cfg)), Math.max(p.rows, chunk), threads);
+  return { spec, bytes: p.bytes + kernel + 64 * 1024, source: src.source };
+}
+
 /**
  * Open a model, one step for every kind of model: resolve its name, read its config with its
  * architecture, plan memory, refuse a budget below the floor, create the arenas, load the trunk,
@@ -114,7 +126,8 @@ export async function assemble(model: string, opts: OpenOptions): Promise<ModelP
   try {
     let stride = 0;
     for (const b of container?.banks.values() ?? []) stride = Math.max(stride, b.stride);
-    const plan = planFor(arch, cfg, arch.planWeights(src.source, cfg, container?.quant), stride, container?.quant, { maxContext, chunk, threads, sessions, arenaBytes: o.arenaBytes });
+    const vision = o.vision ? visionOf(arch, dir, src, cfg, threads, chunk) : undefined;
+    const plan = planFor(arch, cfg, arch.planWeights(src.source, cfg, container?.quant), stride, container?.quant, { maxContext, chunk, threads, sessions, arenaBytes: o.arenaBytes, visionBytes: vision?.bytes });
     let budgetBytes: number;
     if (src.kind === 'checkpoint') {
       if (plan.floorBytes > plan.ram.usable)
@@ -125,7 +138,7 @@ export async function assemble(model: string, opts: OpenOptions): Promise<ModelP
     else {
       // with no budget given, a floor the machine cannot hold would page until the system kills it
       if (o.budget === undefined && plan.floorBytes > plan.ram.usable)
-        throw new WasteError('E_ARG', `this model's floor is ${formatSize(plan.floorBytes)} (trunk, state for ${maxContext} tokens, scratch and two layers' experts), more than the ${formatSize(plan.ram.usable)} of usable RAM on this machine; it cannot open here (a smaller --ctx lowers the state)`);
+        throw new WasteError('E_ARG', `this model's floor is ${formatSize(plan.floorBytes)} (trunk, state for ${maxContext} tokens, scratch${plan.visionBytes ? ', the vision tower' : ''} and two layers' experts), more than the ${formatSize(plan.ram.usable)} of usable RAM on this machine; it cannot open here (a smaller --ctx lowers the state)`);
       budgetBytes = withinRam(o.budget, plan.ram.usable, o.warn) ?? (o.preloadExperts ? plan.layout(Number.MAX_SAFE_INTEGER).bytes : plan.defaultBudget);
     }
     const layout = o.cacheSlots !== undefined && src.kind === 'container' ? plan.layoutForSlots(o.cacheSlots) : plan.layout(budgetBytes);
@@ -178,6 +191,7 @@ export async function assemble(model: string, opts: OpenOptions): Promise<ModelP
       store,
       files,
       states,
+      vision,
       async close() {
         try {
           cache?.drain();

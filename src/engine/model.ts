@@ -7,14 +7,16 @@ import type { StreamedExperts } from '../experts/streamed.js';
 import { Chat, type ChatOptions } from '../generate/chat.js';
 import { type GenerationDefaults, readGenerationDefaults } from '../generate/defaults.js';
 import type { Kernels } from '../kernels/types.js';
-import type { Arena } from '../memory/arena.js';
 import type { MemoryBudget } from '../memory/budget.js';
-import type { Architecture, Network, SequenceState } from '../model/architecture.js';
+import type { Architecture, Network, SequenceState, VisionSpec, VisionTower } from '../model/architecture.js';
+import { type ImageRoute, type RgbImage, toPatches } from '../image/preprocess.js';
+import { Arena } from '../memory/arena.js';
 import { type ChatFormat, loadChatFormat } from '../tokenizer/chat.js';
 import { loadTokenizer, noTokenizer } from '../tokenizer/load.js';
 import type { Tokenizer } from '../tokenizer/tokenizer.js';
 import { WasteError } from '../util/errors.js';
 import { type ModelParts, NO_CACHE, USAGE_FILE, assemble } from './assemble.js';
+import { type ImageRows, imageKey } from './image-rows.js';
 import { modelIdentity } from './identity.js';
 import type { OpenOptions } from './options.js';
 import type { MemoryPlan } from './plan.js';
@@ -74,6 +76,8 @@ export class Model implements SessionHost {
   private genDefaults: GenerationDefaults | undefined;
   private digest: Uint8Array | undefined;
   private running: Promise<unknown> = Promise.resolve();
+  private readonly visionParts: ModelParts['vision'];
+  private tower: VisionTower | undefined;
 
   private constructor(p: ModelParts) {
     this.dir = p.dir;
@@ -91,6 +95,36 @@ export class Model implements SessionHost {
     this.files = p.files;
     this.freeStates = p.states;
     this.release_ = p.close;
+    this.visionParts = p.vision;
+  }
+
+  /** The model's image preprocessing and placeholder, when it takes images (a vision tower, and room for it). */
+  get vision(): VisionSpec | undefined {
+    return this.visionParts?.spec;
+  }
+
+  /** Whether the vision tower is in memory (it loads with the first image). */
+  get visionLoaded(): boolean {
+    return this.tower !== undefined;
+  }
+
+  /**
+   * An image as the model reads it: decoded pixels cut into patches (`route` \`waste\`, the C
+   * engine's, by default; \`native\`, the release processor's), through the vision tower (loaded into
+   * the room the budget reserved for it on first use), to rows of the language model's width. One
+   * encoding or forward pass runs at a time; the event loop gets turns between the tower's blocks.
+   */
+  async encodeImage(image: RgbImage, opts: { route?: ImageRoute; signal?: AbortSignal } = {}): Promise<ImageRows> {
+    if (this.closed) throw new WasteError('E_STATE', 'the model has been closed');
+    const v = this.visionParts;
+    if (!v) throw new WasteError('E_UNSUPPORTED', `this model takes no images (${this.arch.vision ? 'it has no vision tower, or it was opened with vision off' : `${this.arch.id} has no vision tower`})`);
+    const patches = toPatches(image, v.spec, opts.route ?? 'waste');
+    const rows = await this.exclusive(async () => {
+      opts.signal?.throwIfAborted();
+      this.tower ??= this.arch.vision!.load(v.source, v.spec, this.kernels, new Arena(v.bytes, this.budget));
+      return this.tower.encode(patches, opts.signal);
+    });
+    return { rows, count: patches.rows, gh: patches.gh, gw: patches.gw, width: image.width, height: image.height, key: imageKey(patches) };
   }
 
   /**

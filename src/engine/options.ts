@@ -24,6 +24,11 @@ export interface OpenOptions {
   warm?: boolean;
   /** Read every expert into the cache at open (the budget must hold them all). */
   preloadExperts?: boolean;
+  /**
+   * Room for the vision tower in the budget (default true when the model has one): it is loaded
+   * when the first image arrives. false leaves its bytes to the expert cache, and images are refused.
+   */
+  vision?: boolean;
   /** Size the cache to exactly this many records, the budget to match (experiments; overrides budget). */
   cacheSlots?: number;
   /** 'wasm' (default): WebAssembly SIMD kernels; 'typescript': the plain reference kernels. */
@@ -55,8 +60,8 @@ export const OPTION_BOUNDS = {
 
 export const CACHE_POLICIES: readonly CachePolicy[] = ['lfru', 'lru', 'lfuda'];
 const KERNELS = ['wasm', 'typescript'] as const;
-const KNOWN = new Set(['budget', 'verify', 'threads', 'ioThreads', 'lookahead', 'cachePolicy', 'direct', 'warm', 'preloadExperts', 'cacheSlots', 'kernels', 'chunk', 'maxContext', 'sessions', 'arenaBytes', 'onProgress', 'warn']);
-const FLAGS = ['verify', 'direct', 'warm', 'preloadExperts'] as const;
+const KNOWN = new Set(['budget', 'verify', 'threads', 'ioThreads', 'lookahead', 'cachePolicy', 'direct', 'warm', 'preloadExperts', 'vision', 'cacheSlots', 'kernels', 'chunk', 'maxContext', 'sessions', 'arenaBytes', 'onProgress', 'warn']);
+const FLAGS = ['verify', 'direct', 'warm', 'preloadExperts', 'vision'] as const;
 
 /** What `Model.open` runs with: every option checked and defaulted. */
 export interface ResolvedOpenOptions {
@@ -69,6 +74,7 @@ export interface ResolvedOpenOptions {
   direct: boolean;
   warm: boolean;
   preloadExperts: boolean;
+  vision: boolean;
   cacheSlots: number | undefined;
   kernels: 'wasm' | 'typescript';
   chunk: number;
@@ -131,6 +137,7 @@ export function resolveOpenOptions(opts: OpenOptions, defaultThreads: number): R
     direct: opts.direct ?? true,
     warm: opts.warm ?? true,
     preloadExperts: opts.preloadExperts ?? false,
+    vision: opts.vision ?? true,
     cacheSlots: opts.cacheSlots === undefined ? undefined : int('cacheSlots', 0),
     kernels,
     chunk: int('chunk', DEFAULT_CHUNK),

@@ -32,6 +32,8 @@ export interface PlanOptions {
   /** Cap on one arena (tests); default 4 GiB. */
   arenaBytes?: number;
   ram?: UsableRam;
+  /** Bytes the vision tower's arena takes when the first image loads it (reserved in every layout; 0: none). */
+  visionBytes?: number;
 }
 
 export interface ArenaPlan {
@@ -51,6 +53,7 @@ export interface ArenaPlan {
 export interface Layout {
   arenas: ArenaPlan[];
   slots: number;
+  /** Every arena's bytes, the vision tower's reserved room included. */
   bytes: number;
 }
 
@@ -59,6 +62,8 @@ export interface MemoryPlan {
   sessions: number;
   trunkBytes: number;
   stateBytes: number;
+  /** The vision tower's arena, reserved in the floor and every budget (0 without one). */
+  visionBytes: number;
   /** Working memory of an arena holding trunk layers, and of one holding expert slots. */
   scratchBytesPerArena: number;
   expertScratchBytesPerArena: number;
@@ -127,6 +132,8 @@ export function planFor(arch: Architecture, cfg: ModelConfig, groups: number[], 
     cur.used += bytes;
   });
   const pages = (used: number) => Math.ceil((ARENA_RESERVED + used) / WASM_PAGE) * WASM_PAGE;
+  const visionBytes = opts.visionBytes ? pages(opts.visionBytes) : 0;
+  if (visionBytes > cap) throw new WasteError('E_UNSUPPORTED', `unsupported: the vision tower needs ${formatSize(visionBytes)}, more than one memory arena holds (${formatSize(cap)})`);
 
   const layout = (slots: number): Layout => {
     const arenas: ArenaPlan[] = base.map((a) => ({ groups: a.groups, slots: 0, bytes: 0 }));
@@ -146,7 +153,7 @@ export function planFor(arch: Architecture, cfg: ModelConfig, groups: number[], 
       left -= n;
     }
     arenas.forEach((a, i) => (a.bytes = pages(used[i])));
-    return { arenas, slots, bytes: arenas.reduce((s, a) => s + a.bytes, 0) };
+    return { arenas, slots, bytes: arenas.reduce((s, a) => s + a.bytes, 0) + visionBytes };
   };
 
   const floorBytes = layout(floorRecords).bytes;
@@ -166,6 +173,7 @@ export function planFor(arch: Architecture, cfg: ModelConfig, groups: number[], 
     sessions,
     trunkBytes: groups.reduce((s, g) => s + g, 0),
     stateBytes: statePerLayer.reduce((s, b) => s + b, 0) * sessions,
+    visionBytes,
     scratchBytesPerArena: scratch,
     expertScratchBytesPerArena: expertScratch,
     recordBytes: stride,
@@ -186,7 +194,7 @@ export function planFor(arch: Architecture, cfg: ModelConfig, groups: number[], 
       if (budget < floorBytes)
         throw new WasteError(
           'E_ARG',
-          `a RAM budget of ${formatSize(budget)} is below this model's floor of ${formatSize(floorBytes)} (${floorBytes} bytes: trunk, state for ${maxContext} tokens, scratch and two layers' selected experts); run \`waste plan\` to see it`,
+          `a RAM budget of ${formatSize(budget)} is below this model's floor of ${formatSize(floorBytes)} (${floorBytes} bytes: trunk, state for ${maxContext} tokens, scratch${visionBytes ? ', the vision tower' : ''} and two layers' selected experts); run \`waste plan\` to see it`,
         );
       // The most slots the budget pays for, never more than every expert.
       let lo = floorRecords;

@@ -2,11 +2,12 @@ import { writeFileAtomic } from '../container/write.js';
 import { type GenerationDefaults, withDefaults } from '../generate/defaults.js';
 import { type GenerateOptions, type GeneratedToken, type GenerationResult, generateTokens } from '../generate/generate.js';
 import type { ModelConfig } from '../core/model-config.js';
-import type { Network, SequenceState } from '../model/architecture.js';
+import type { MediaRows, Network, SequenceState, VisionSpec } from '../model/architecture.js';
 import type { Tokenizer } from '../tokenizer/tokenizer.js';
 import { WasteError } from '../util/errors.js';
 import { readBytes } from '../util/read.js';
 import { yieldToLoop } from '../util/yield-to-loop.js';
+import { type ImageRows, imageSpans, keysAt, mediaRows } from './image-rows.js';
 
 /** What a session needs from its model (kept narrow so the model can hand it out). */
 export interface SessionHost {
@@ -21,6 +22,19 @@ export interface SessionHost {
   release(state: SequenceState): void;
   /** Run one forward pass at a time: sessions share the model's scratch memory. */
   exclusive<T>(fn: () => Promise<T>): Promise<T>;
+  /** The model's images, when it can take them. */
+  readonly vision: VisionSpec | undefined;
+}
+
+export interface ForwardOpts {
+  /** The logits of every position, row after row, instead of only the last. */
+  allLogits?: boolean;
+  /**
+   * Images for the placeholders in `ids` (Model.encodeImage), in order: each placeholder position
+   * takes the next row, so each image's placeholder must be repeated once per row of it
+   * (`expandPads` does that to a prompt with one placeholder per image).
+   */
+  images?: readonly ImageRows[];
 }
 
 export interface SessionGenerateOptions extends GenerateOptions {
@@ -36,6 +50,8 @@ export interface SessionGenerateOptions extends GenerateOptions {
 export class Session {
   private released = false;
   private tokens: number[] = [];
+  /** The image at each position that took an image row (sparse; the same length as tokens). */
+  private media: (string | undefined)[] = [];
   private last: Float32Array | undefined;
 
   constructor(
@@ -69,7 +85,7 @@ export class Session {
    * A long input runs a prefill chunk at a time (the same arithmetic as all at once), and the event
    * loop gets a turn between chunks, so timers, signals and sockets are served meanwhile.
    */
-  async forward(ids: ArrayLike<number>, opts: { allLogits?: boolean } = {}): Promise<Float32Array> {
+  async forward(ids: ArrayLike<number>, opts: ForwardOpts = {}): Promise<Float32Array> {
     if (this.released) throw new WasteError('E_STATE', 'the session has been closed');
     const V = this.host.config.vocab;
     // all or nothing: a fault found in a later chunk must not leave the earlier ones consumed
@@ -80,26 +96,39 @@ export class Session {
     }
     if (this.state.pos + ids.length > this.state.limit)
       throw new WasteError('E_STATE', `context is full: ${this.state.pos + ids.length} tokens would exceed the context length of ${this.state.limit}`);
+    let media: MediaRows | undefined;
+    let keys: (string | undefined)[] | undefined;
+    if (opts.images?.length) {
+      const v = this.host.vision;
+      if (!v) throw new WasteError('E_UNSUPPORTED', 'this model takes no images (it has no vision tower, or it was opened with vision off)');
+      media = mediaRows(ids, v.mediaToken, opts.images, this.host.config.hidden);
+      keys = keysAt(ids, v.mediaToken, opts.images);
+    }
     const piece = Math.max(1, this.prefillChunk);
-    if (ids.length <= piece) return this.run(Array.from(ids), opts.allLogits ?? false);
-    const all = opts.allLogits ? new Float32Array(ids.length * V) : undefined;
+    const all = opts.allLogits && ids.length > piece ? new Float32Array(ids.length * V) : undefined;
     let logits: Float32Array = new Float32Array(0);
     for (let i = 0; i < ids.length; i += piece) {
-      if (i > 0) await yieldToLoop();
-      if (this.released) throw new WasteError('E_STATE', 'the session has been closed');
-      logits = await this.run(Array.from({ length: Math.min(piece, ids.length - i) }, (_, j) => ids[i + j]), all !== undefined);
+      if (i > 0) {
+        await yieldToLoop();
+        if (this.released) throw new WasteError('E_STATE', 'the session has been closed');
+      }
+      const n = Math.min(piece, ids.length - i);
+      logits = await this.run(Array.from({ length: n }, (_, j) => ids[i + j]), opts.allLogits ?? false, media, keys?.slice(i, i + n));
       all?.set(logits, i * V);
     }
     return all ?? logits;
   }
 
-  private async run(ids: number[], allLogits: boolean): Promise<Float32Array> {
+  private async run(ids: number[], allLogits: boolean, media: MediaRows | undefined, keys: (string | undefined)[] | undefined): Promise<Float32Array> {
     const logits = await this.host.exclusive(() => {
       // checked when its turn comes: a session closed while it waited has given its state away
       if (this.released) throw new WasteError('E_STATE', 'the session has been closed');
-      return this.host.net.forward(this.state, ids, { allLogits });
+      return this.host.net.forward(this.state, ids, { allLogits, media });
     });
-    for (const id of ids) this.tokens.push(id);
+    for (let i = 0; i < ids.length; i++) {
+      this.tokens.push(ids[i]);
+      this.media.push(keys?.[i]);
+    }
     const V = this.host.config.vocab;
     this.last = allLogits ? logits.slice(logits.length - V) : logits;
     return logits;
@@ -129,25 +158,44 @@ export class Session {
   /**
    * Pick up a sequence where this session left off: when its history is a prefix of `ids` with at
    * least `minNew` tokens after it, those tokens are what is left to feed; otherwise the session is
-   * reset first (`reset: true`) and all of `ids` is.
+   * reset first (`reset: true`) and all of `ids` is. With `images` (those of `ids`, placeholders
+   * expanded), the prefix must hold the same images, and `images` comes back as those still to feed.
    */
-  resume(ids: readonly number[], minNew = 0): { fresh: number[]; reset: boolean } {
-    if (this.continues(ids, minNew)) return { fresh: ids.slice(this.tokens.length), reset: false };
+  resume(ids: readonly number[], minNew = 0, images: readonly ImageRows[] = []): { fresh: number[]; reset: boolean; images: ImageRows[] } {
+    if (this.continues(ids, minNew, images))
+      return { fresh: ids.slice(this.tokens.length), reset: false, images: images.slice(this.imagesWithin(this.tokens.length, ids, images)) };
     this.reset();
-    return { fresh: [...ids], reset: true };
+    return { fresh: [...ids], reset: true, images: [...images] };
   }
 
-  /** Whether this session's history is a prefix of `ids` with at least `minNew` tokens after it. */
-  continues(ids: readonly number[], minNew = 0): boolean {
+  /**
+   * Whether this session's history is a prefix of `ids` with at least `minNew` tokens after it —
+   * the same images included, where `images` are those of `ids` (placeholders expanded).
+   */
+  continues(ids: readonly number[], minNew = 0, images?: readonly ImageRows[]): boolean {
     const h = this.tokens;
     let keep = h.length + minNew <= ids.length;
     for (let i = 0; keep && i < h.length; i++) keep = h[i] === ids[i];
-    return keep;
+    if (!keep) return false;
+    const token = this.host.vision?.mediaToken;
+    const want = images?.length && token !== undefined ? keysAt(ids, token, images) : [];
+    for (let i = 0; i < h.length; i++) if (this.media[i] !== want[i]) return false;
+    // an image must be fed whole: one cut by the end of the history cannot continue
+    if (token === undefined || !images?.length) return true;
+    return imageSpans(ids, token, images).every((s) => !(s.first < h.length && s.last >= h.length));
+  }
+
+  /** How many of `images` lie wholly within the first n positions of `ids` (those a resumed session has already fed). */
+  private imagesWithin(n: number, ids: readonly number[], images?: readonly ImageRows[]): number {
+    const token = this.host.vision?.mediaToken;
+    if (!images?.length || token === undefined) return 0;
+    return imageSpans(ids, token, images).filter((s) => s.last < n).length;
   }
 
   reset(): void {
     this.state.reset();
     this.tokens = [];
+    this.media = [];
     this.last = undefined;
   }
 
@@ -179,6 +227,8 @@ export class Session {
       check(saved);
     });
     this.tokens = history;
+    // a saved session keeps no images: a prefix with placeholders in it is never reused
+    this.media = new Array(history.length);
     this.last = logits;
     return saved;
   }

@@ -38,6 +38,16 @@ export interface Kernels {
    */
   attnRes(blocks: Float32Array, n: number, cur: Float32Array, w: Float32Array, H: number, eps: number, out: Float32Array): void;
 
+  /**
+   * Bidirectional softmax attention over L positions, every head (the vision tower's): qkv is
+   * packed [L][3][heads][hd] (queries, keys, values), out [L][heads][hd];
+   * out_i = Σ_j softmax_j(scale · q_i·k_j) v_j.
+   */
+  attendAll(qkv: Float32Array, L: number, heads: number, hd: number, scale: number, out: Float32Array): void;
+
+  /** a ← gelu(a) over n values: the tanh approximation, or with `exact` 0.5·z·(1 + erf(z/√2)). */
+  gelu(a: Float32Array, n: number, exact: boolean): void;
+
   /** x ← x + y over n values. */
   add(x: Float32Array, y: Float32Array, n: number): void;
 

@@ -3,6 +3,7 @@ import type { ExpertStore } from '../core/expert-store.js';
 import type { ModelConfig } from '../core/model-config.js';
 import type { Kernels } from '../kernels/types.js';
 import type { Arena } from '../memory/arena.js';
+import type { ImageSpec, Patches } from '../image/preprocess.js';
 import type { Fields } from '../util/fields.js';
 import type { WeightSource } from './sources/source.js';
 
@@ -32,6 +33,34 @@ export interface Architecture<C extends ModelConfig = ModelConfig> {
   widestInput(cfg: C): number;
   /** Load the trunk into the arenas and make the forward pass. */
   build(p: BuildParams<C>): Network;
+  /** Images in, for an architecture with a vision tower. */
+  readonly vision?: VisionSupport;
+}
+
+/** What a model's images need: the preprocessing, the placeholder, the rows' width. */
+export interface VisionSpec extends ImageSpec {
+  /** The prompt token each image's rows take the place of. */
+  mediaToken: number;
+  /** Width of an image row (the language model's hidden size). */
+  textHidden: number;
+}
+
+/** A loaded vision tower: patches to rows of the language model's width. */
+export interface VisionTower {
+  /** [(gh/2)·(gw/2)][textHidden]; yields to the event loop as it goes and stops when `signal` aborts. */
+  encode(img: Patches, signal?: AbortSignal): Promise<Float32Array>;
+}
+
+export interface VisionSupport {
+  /** The model directory's vision config, or undefined when it has no tower (checked against the language model's config). */
+  spec(dir: string, kind: 'container' | 'checkpoint', src: WeightSource, cfg: ModelConfig): VisionSpec | undefined;
+  /**
+   * Bytes the tower takes loaded, working memory included (shapes checked, nothing read), and the
+   * widest input and most rows of its products (the kernels stage activations that big).
+   */
+  plan(src: WeightSource, spec: VisionSpec): { bytes: number; widest: number; rows: number };
+  /** Load the tower into `arena`. */
+  load(src: WeightSource, spec: VisionSpec, kernels: Kernels, arena: Arena): VisionTower;
 }
 
 /** What an arena holds: trunk layers (and the head), or expert-cache slots. */
@@ -69,6 +98,18 @@ export interface SequenceState {
 export interface ForwardOptions {
   /** Return the logits of every position, row after row, instead of only the last. */
   allLogits?: boolean;
+  /** Image rows: each position whose token is `token` takes the next row (from `next`, advanced) instead of an embedding. */
+  media?: MediaRows;
+}
+
+/** Image rows waiting for their placeholders in a prompt. */
+export interface MediaRows {
+  token: number;
+  /** [count][hidden] */
+  rows: Float32Array;
+  count: number;
+  /** The next row to take. */
+  next: number;
 }
 
 /** A model's forward pass over its loaded trunk. */

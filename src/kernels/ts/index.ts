@@ -87,6 +87,28 @@ function situ(g: number, u: number, beta: number, linearBeta: number): number {
   return gate * (linearBeta > 0 ? linearBeta * Math.tanh(u / linearBeta) : u);
 }
 
+/** erf in double precision: its series near zero, the continued fraction of erfc further out. */
+export function erf(x: number): number {
+  const ax = Math.abs(x);
+  if (ax >= 6) return Math.sign(x);
+  if (ax <= 2.5) {
+    const x2 = x * x;
+    let term = x;
+    let sum = x;
+    for (let n = 1; n < 80; n++) {
+      term *= -x2 / n;
+      const t = term / (2 * n + 1);
+      sum += t;
+      if (Math.abs(t) < 1e-17 * Math.abs(sum)) break;
+    }
+    return sum * 1.1283791670955126;
+  }
+  let f = ax;
+  for (let k = 60; k >= 1; k--) f = ax + (k * 0.5) / f;
+  const erfc = Math.exp(-ax * ax) / (f * 1.7724538509055159);
+  return x > 0 ? 1 - erfc : erfc - 1;
+}
+
 export const tsKernels: Kernels = {
   name: 'typescript',
 
@@ -122,6 +144,37 @@ export const tsKernels: Kernels = {
 
   sigmoidMul(a, g, n) {
     for (let i = 0; i < n; i++) a[i] *= sigmoid(g[i]);
+  },
+
+  attendAll(qkv, L, heads, hd, scale, out) {
+    const Q = heads * hd;
+    const scores = new Float64Array(L);
+    for (let i = 0; i < L; i++)
+      for (let h = 0; h < heads; h++) {
+        const q = i * 3 * Q + h * hd;
+        let max = -Infinity;
+        for (let j = 0; j < L; j++) {
+          const k = j * 3 * Q + Q + h * hd;
+          let s = 0;
+          for (let d = 0; d < hd; d++) s += qkv[q + d] * qkv[k + d];
+          scores[j] = s * scale;
+          if (scores[j] > max) max = scores[j];
+        }
+        let sum = 0;
+        for (let j = 0; j < L; j++) sum += scores[j] = Math.exp(scores[j] - max);
+        for (let d = 0; d < hd; d++) {
+          let acc = 0;
+          for (let j = 0; j < L; j++) acc += scores[j] * qkv[j * 3 * Q + 2 * Q + h * hd + d];
+          out[i * Q + h * hd + d] = acc / sum;
+        }
+      }
+  },
+
+  gelu(a, n, exact) {
+    for (let i = 0; i < n; i++) {
+      const z = a[i];
+      a[i] = exact ? 0.5 * z * (1 + erf(z * Math.SQRT1_2)) : 0.5 * z * (1 + Math.tanh(0.7978845608028654 * (z + 0.044715 * z * z * z)));
+    }
   },
 
   attnRes(blocks, n, cur, w, H, eps, out) {

@@ -167,6 +167,24 @@ export class WasmKernels implements Kernels {
     b.ex.attn_res(bl, n, this.at(cur, a, 'cur'), this.at(w, a, 'w'), H, eps, this.at(out, a, 'out'), b.tmp);
   }
 
+  attendAll(qkv: Float32Array, L: number, heads: number, hd: number, scale: number, out: Float32Array): void {
+    const a = this.arenaOfView(qkv, 'qkv');
+    if (4 * L > TMP_STRIDE) throw new WasteError('E_STATE', `attention over ${L} positions is more than the kernels' scratch holds (at most ${TMP_STRIDE / 4})`);
+    this.run('vit_attn', a, [this.at(qkv, a, 'qkv'), L, heads, hd, scale, this.at(out, a, 'out')], L, 1, L * L * heads * hd * 2);
+  }
+
+  gelu(x: Float32Array, n: number, exact: boolean): void {
+    const a = this.arenaOfView(x, 'a');
+    this.bind(a).ex.gelu(this.at(x, a, 'a'), n, exact ? 1 : 0);
+  }
+
+  /** erf at x as the kernels compute it (a known-answer check of their GELU). */
+  erfAt(x: number): number {
+    const a = this.arenas.values().next().value;
+    if (!a) throw new WasteError('E_STATE', 'no arena is bound');
+    return this.bind(a).ex.erf_at(x);
+  }
+
   add(x: Float32Array, y: Float32Array, n: number): void {
     const a = this.arenaOfView(x, 'x');
     this.bind(a).ex.add(this.at(x, a, 'x'), this.at(y, a, 'y'), n);

@@ -44,11 +44,14 @@ export type KernelExports = {
   vq_nearest: (...a: number[]) => void;
   vq_subtract: (...a: number[]) => void;
   dist_update: (...a: number[]) => void;
+  vit_attn: (...a: number[]) => void;
+  gelu: (...a: number[]) => void;
+  erf_at: (x: number) => number;
   heap_base: () => number;
 };
 
 /** Kernels the pool can split across threads: their last three parameters are (tmp, begin, end). */
-export const PARALLEL_KERNELS = ['mm', 'mvt', 'vq_lut', 'vq_apply', 'kda_step', 'mla_heads', 'read_bw', 'vq_nearest', 'vq_subtract', 'dist_update'] as const;
+export const PARALLEL_KERNELS = ['mm', 'mvt', 'vq_lut', 'vq_apply', 'kda_step', 'mla_heads', 'read_bw', 'vq_nearest', 'vq_subtract', 'dist_update', 'vit_attn'] as const;
 export type ParallelKernel = (typeof PARALLEL_KERNELS)[number];
 
 export function instantiate(module: WebAssembly.Module, memory: WebAssembly.Memory): KernelExports {

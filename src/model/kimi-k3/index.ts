@@ -7,6 +7,7 @@ import { type KimiConfig, countKimiParams, outerArchitecture, parseKimiConfig, t
 import { Scratch } from '../parts/scratch.js';
 import { KimiState } from '../parts/state.js';
 import { KimiK3Network, blockCount } from './network.js';
+import { kimiK3Vision } from './vision/index.js';
 import { KIMI_K3_LAYOUT } from './weights.js';
 
 /** Whether a config turns on any feature Kimi-Linear lacks (read from the raw keys: claiming never throws). */
@@ -50,4 +51,5 @@ export const kimiK3: Architecture<KimiConfig> = {
     const w = loadTrunk(p.source, p.cfg, p.of, p.arenas, p.quant, KIMI_K3_LAYOUT, p.onProgress);
     return new KimiK3Network(p.cfg, w, p.kernels, p.experts, p.quant, p.record, p.chunk, p.maxContext);
   },
+  vision: kimiK3Vision,
 };

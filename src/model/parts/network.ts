@@ -96,7 +96,12 @@ export abstract class KimiNetwork<C extends KimiFamilyConfig, Layer> implements 
     for (let c0 = 0; c0 < n; c0 += this.chunk) {
       const T = Math.min(this.chunk, n - c0);
       const s0 = this.scratchOf(this.weights.layers[0].arena);
-      for (let t = 0; t < T; t++) this.weights.embedRow(tokens[c0 + t], s0.x.subarray(t * H, (t + 1) * H));
+      const media = opts.media;
+      for (let t = 0; t < T; t++) {
+        const dst = s0.x.subarray(t * H, (t + 1) * H);
+        if (media && tokens[c0 + t] === media.token && media.next < media.count) dst.set(media.rows.subarray(media.next * H, ++media.next * H));
+        else this.weights.embedRow(tokens[c0 + t], dst);
+      }
       let s = await this.layers(state, T, s0);
       state.pos += T;
       s = this.carry(s, this.weights.headArena, T);

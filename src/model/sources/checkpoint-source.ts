@@ -1,4 +1,4 @@
-import type { CheckpointWeights } from '../../checkpoint/weights.js';
+import { CheckpointWeights } from '../../checkpoint/weights.js';
 import { Fmt } from '../../container/format.js';
 import { type Tensor, makeViews } from '../../container/tensor.js';
 import type { Arena } from '../../memory/arena.js';
@@ -15,6 +15,10 @@ export class CheckpointSource implements WeightSource {
   readonly denseExperts = true;
 
   constructor(private readonly st: CheckpointWeights) {}
+
+  unprefixed(): WeightSource {
+    return new CheckpointSource(new CheckpointWeights(this.st.st, ''));
+  }
 
   has(name: string): boolean {
     return this.st.has(name);

@@ -11,21 +11,30 @@ import type { WeightSource } from './source.js';
 export class ContainerSource implements WeightSource {
   readonly label = 'manifest.json';
   readonly denseExperts = false;
-  private readonly embed: TrunkEntry;
+  private embedEntry: TrunkEntry | undefined;
 
-  constructor(private readonly c: Container) {
-    this.embed = this.entry('model.embed_tokens.weight');
+  constructor(
+    private readonly c: Container,
+    private readonly prefix = c.manifest.tensorPrefix,
+  ) {}
+
+  private get embed(): TrunkEntry {
+    return (this.embedEntry ??= this.entry('model.embed_tokens.weight'));
+  }
+
+  unprefixed(): WeightSource {
+    return new ContainerSource(this.c, '');
   }
 
   private entry(name: string): TrunkEntry {
-    const full = this.c.manifest.tensorPrefix + name;
+    const full = this.prefix + name;
     const e = this.c.tensors.get(full);
     if (!e) throw new WasteError('E_FORMAT', `manifest.json: required tensor ${full} is missing from the trunk`);
     return e;
   }
 
   has(name: string): boolean {
-    return this.c.tensors.has(this.c.manifest.tensorPrefix + name);
+    return this.c.tensors.has(this.prefix + name);
   }
 
   shape(name: string): number[] {

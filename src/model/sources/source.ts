@@ -21,6 +21,8 @@ export interface WeightSource {
   embedRow(token: number, dst: Float32Array): void;
   /** True when routed experts come as dense matrices (a checkpoint), not as VQ records. */
   readonly denseExperts: boolean;
+  /** The same weights by their full names, outside the language model's prefix (K3's vision tower lives there). */
+  unprefixed(): WeightSource;
   /** MoE layer L's codebooks, transposed into [stage][dim][entry] per matrix kind (a container). */
   fillBooks?(L: number, out: [Float32Array, Float32Array, Float32Array]): void;
 }
