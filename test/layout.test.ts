@@ -17,7 +17,7 @@ const ORDER: string[][] = [
   ['store'],
   ['model'],
   ['experts', 'kernels'],
-  ['container', 'checkpoint', 'tokenizer'],
+  ['container', 'checkpoint', 'tokenizer', 'image'],
   ['core'],
   ['memory'],
   ['util', 'types', 'version.ts'],
