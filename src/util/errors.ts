@@ -8,6 +8,7 @@ export type WasteErrorCode =
   | 'E_FORMAT' // a container or checkpoint is malformed
   | 'E_UNSUPPORTED' // well-formed, but a feature this build does not implement
   | 'E_IO' // a file is missing, short, unreadable, or fails its checksum
+  | 'E_IMAGE' // an image is malformed, truncated, too large, or of a kind this build does not decode
   | 'E_STATE'; // the engine was used out of order (e.g. context full)
 
 const ESCAPES: Record<string, string> = { '\n': '\\n', '\r': '\\r', '\t': '\\t' };
