@@ -90,10 +90,13 @@ describe('waste convert: a Kimi K3 checkpoint', () => {
     assert.equal(m.config._outer.architectures[0], 'KimiK3ForConditionalGeneration');
     assert.equal(m.config.text_config, undefined);
     const t = (name: string) => m.trunk.find((x: { name: string }) => x.name === name);
-    // the 2-D matrices they act as (this tiny tower's are below 65,536 values, so F32)
-    assert.deepEqual(t('vision_tower.patch_embed.proj.weight').shape, [32, 588]);
-    assert.deepEqual(t('vision_tower.patch_embed.pos_emb.weight').shape, [64, 32]);
+    // the 2-D matrices they act as; vectors and matrices below 65,536 values stay F32
+    assert.deepEqual(t('vision_tower.patch_embed.proj.weight').shape, [128, 588]);
+    assert.equal(t('vision_tower.patch_embed.proj.weight').fmt, Fmt.Q8G);
+    assert.deepEqual(t('vision_tower.patch_embed.pos_emb.weight').shape, [64, 128]);
     assert.equal(t('vision_tower.encoder.blocks.0.norm0.weight').fmt, Fmt.F32);
+    assert.equal(t('vision_tower.encoder.blocks.0.wqkv.weight').fmt, Fmt.F32);
+    assert.equal(t('vision_tower.encoder.blocks.0.mlp.fc0.weight').fmt, Fmt.Q8G);
     // the release's sizes are 8-bit, whatever --trunk-bits says
     assert.equal(visionFormat(visionShape('vision_tower.patch_embed.proj.weight', [1024, 3, 14, 14])), Fmt.Q8G);
     assert.deepEqual(visionShape('vision_tower.patch_embed.proj.weight', [1024, 3, 14, 14]), [1024, 588]);
@@ -101,7 +104,7 @@ describe('waste convert: a Kimi K3 checkpoint', () => {
     assert.equal(visionFormat([4096, 1024]), Fmt.Q8G);
     assert.equal(t('language_model.model.embed_tokens.weight').fmt, Fmt.Q8G);
     const vision = JSON.parse(fs.readFileSync(path.join(out, 'vision.json'), 'utf8'));
-    assert.deepEqual([vision.vt_hidden_size, vision.text_hidden_size, vision.media_placeholder_token_id, vision.max_patches], [32, 128, 1024 - 256 + 21, 1024]);
+    assert.deepEqual([vision.vt_hidden_size, vision.text_hidden_size, vision.media_placeholder_token_id, vision.max_patches], [128, 128, 1024 - 256 + 21, 1024]);
     assert.deepEqual(vision.image_mean, [0.5, 0.5, 0.5]);
     assert.ok(fs.existsSync(path.join(out, 'preprocessor_config.json')));
     const specials = JSON.parse(fs.readFileSync(path.join(out, 'specials.json'), 'utf8'));

@@ -11,7 +11,10 @@ export interface GoldenCase {
   synth?: SynthOptions;
   /** …or a synthetic HuggingFace checkpoint, run by the f32 reference path. */
   checkpoint?: CheckpointOptions;
+  /** Ids; with `image`, the one `<|media_pad|>` among them stands for its rows. */
   ids: number[];
+  /** A test picture (helpers.testPicture) spliced in at the placeholder, through the vision tower. */
+  image?: { width: number; height: number; seed: number };
   /** How close the engine must be (max |Δ| / max |ref|; default 1e-4). */
   tolerance?: number;
 }
@@ -128,5 +131,14 @@ export const GOLDEN_CASES: GoldenCase[] = [
     checkpoint: { shape: 'k3-tiny', seed: 3, shards: 3 },
     ids: [5, 17, 200, 33, 250, 9, 120, 64, 700, 1000, 3],
     tolerance: 1e-5,
+  },
+  {
+    // the same release layout with an image: the tower (mostly 8-bit sizes here, f32 in the
+    // checkpoint path), a 4 x 6 patch grid resized from the 8 x 8 position grid, its 6 rows spliced in
+    name: 'k3-vision',
+    checkpoint: { shape: 'k3-tiny', seed: 3, shards: 2 },
+    ids: [5, 17, 200, 789, 33, 250, 9, 120],
+    image: { width: 100, height: 70, seed: 4 },
+    tolerance: 2e-5,
   },
 ];

@@ -5,7 +5,8 @@ import { describe, it } from 'node:test';
 import { Model } from '../src/engine/model.js';
 import { WasteError } from '../src/util/errors.js';
 import { GOLDEN_CASES } from './fixtures.js';
-import { ROOT, containerDigest, goldenDir, readF32, relErr, sameBits, synth } from './helpers.js';
+import { ROOT, containerDigest, goldenDir, readF32, relErr, sameBits, synth, testPicture } from './helpers.js';
+import { expandPads } from '../src/engine/image-rows.js';
 
 describe('forward pass against the Python reference (golden files)', () => {
   for (const c of GOLDEN_CASES) {
@@ -18,7 +19,12 @@ describe('forward pass against the Python reference (golden files)', () => {
         const ref = readF32(path.join(ROOT, 'test', 'golden', `${c.name}.bin`));
         const m = await Model.open(dir, { kernels });
         try {
-          const logits = await m.newSession().forward(c.ids, { allLogits: true });
+          let logits: Float32Array;
+          if (c.image) {
+            const img = await m.encodeImage(testPicture(c.image.width, c.image.height, c.image.seed));
+            const ids = expandPads(c.ids, m.vision!.mediaToken, [img]);
+            logits = await m.newSession().forward(ids, { allLogits: true, images: [img] });
+          } else logits = await m.newSession().forward(c.ids, { allLogits: true });
           const err = relErr(logits, ref);
           assert.ok(err <= tol, `max |Δ| / max |ref| = ${err}`);
         } finally {

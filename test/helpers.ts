@@ -90,3 +90,12 @@ export function k3Tokenizer(): TiktokenTokenizer {
   const voc = synthVocabulary(1024, k3Specials());
   return new TiktokenTokenizer(parseRanks(new TextEncoder().encode(rankFileText(voc.ranks)), 'k3-tiny'), voc.specials, 'k3-tiny', 1024);
 }
+
+/** A deterministic picture with structure in both directions (8-bit RGB [height][width][3]). */
+export function testPicture(width: number, height: number, seed = 1): { width: number; height: number; rgb: Uint8Array } {
+  const rgb = new Uint8Array(width * height * 3);
+  for (let y = 0; y < height; y++)
+    for (let x = 0; x < width; x++)
+      for (let c = 0; c < 3; c++) rgb[(y * width + x) * 3 + c] = (x * (3 + c) + y * (5 + seed) + ((x * y) >> 4) * (c + 1) + seed * 17) & 255;
+  return { width, height, rgb };
+}

@@ -129,7 +129,7 @@ describe('CLI: text in, text out', () => {
 
   it('chat: turns, slash commands, save and load, an unknown command does not end it', () => {
     const file = path.join(tmpDir('chat-cli'), 'c.waste');
-    const r = waste(['chat', model, '-n', '6', '--system', 'be brief'], `hello\n/stats\n/save ${file}\n/reset\n/load ${file}\nthe fox\n/bogus\n/help\n/quit\n`);
+    const r = waste(['chat', model, '-n', '6', '--system', 'be brief'], `hello\n/stats\n/save ${file}\n/reset\n/load ${file}\nthe fox\n/bogus\n/image photo.png\n/help\n/quit\n`);
     assert.equal(r.code, 0, r.err);
     assert.match(r.err, /chat format: Kimi default/);
     assert.match(r.out, /\d+ tokens in the conversation; last reply \[\d+ tokens/);
@@ -137,7 +137,8 @@ describe('CLI: text in, text out', () => {
     assert.match(r.out, /\(conversation cleared\)/);
     assert.match(r.out, /\(loaded 3 messages, \d+ tokens, from .*c\.waste\)/);
     assert.match(r.err, /waste: unknown command \/bogus/);
-    assert.match(r.out, /commands: \/reset/);
+    assert.match(r.out, /commands: .*\/reset/);
+    assert.match(r.err, /waste: this model takes no images/);
     assert.ok(fs.existsSync(file));
   });
 

@@ -15,18 +15,11 @@ import { erf, tsKernels } from '../src/kernels/ts/index.js';
 import { WasmKernels } from '../src/kernels/wasm/index.js';
 import { Arena } from '../src/memory/arena.js';
 import { WasteError } from '../src/util/errors.js';
-import { checkpoint, copyContainer, relErr, sameBits, tmpDir } from './helpers.js';
+import { checkpoint, copyContainer, relErr, sameBits, testPicture, tmpDir } from './helpers.js';
 
 const SPEC: ImageSpec = { patch: 14, maxPatches: 1024, mean: [0.5, 0.5, 0.5], std: [0.5, 0.5, 0.5], inPatchLimit: 65536, sideLimit: 512, towerLimit: 16384 };
 
-/** A deterministic picture with structure in both directions. */
-function picture(width: number, height: number, seed = 1): RgbImage {
-  const rgb = new Uint8Array(width * height * 3);
-  for (let y = 0; y < height; y++)
-    for (let x = 0; x < width; x++)
-      for (let c = 0; c < 3; c++) rgb[(y * width + x) * 3 + c] = (x * (3 + c) + y * (5 + seed) + ((x * y) >> 4) * (c + 1) + seed * 17) & 255;
-  return { width, height, rgb };
-}
+const picture = testPicture;
 
 function randoms(n: number, seed: number, scale = 1): Float32Array {
   const out = new Float32Array(n);
@@ -150,10 +143,24 @@ describe('image preprocessing', () => {
 
 describe('the tower and its rows in the prompt (a converted K3 checkpoint)', () => {
   let dir = '';
+  let src = '';
   before(async () => {
-    const src = checkpoint({ shape: 'k3-tiny', seed: 3, shards: 1 }, 'hf-vision');
+    src = checkpoint({ shape: 'k3-tiny', seed: 3, shards: 1 }, 'hf-vision');
     dir = path.join(tmpDir('vision'), 'k3');
     await convert(src, dir, { threads: 2 });
+  });
+
+  it("the converted tower computes what the checkpoint's does, within its 8-bit weights", async () => {
+    const img = picture(100, 70);
+    const conv = await encodeWith({ threads: 2 }, img);
+    const m = await Model.open(src, { threads: 2 });
+    try {
+      const ref = await m.encodeImage(img);
+      const err = relErr(conv.rows, ref.rows);
+      assert.ok(err < 0.05, `converted against the checkpoint: ${err}`);
+    } finally {
+      await m.close();
+    }
   });
 
   async function encodeWith(opts: Parameters<typeof Model.open>[1], img: RgbImage) {

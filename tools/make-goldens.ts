@@ -1,20 +1,36 @@
 /**
  * Dev only: regenerate test/golden/ from the Python reference. Needs Debian's python3-torch:
- *   npm run build && node dist/tools/make-goldens.js
+ *   npm run build && node dist/tools/make-goldens.js [CASE]
  */
 import { execFileSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { GOLDEN_CASES } from '../test/fixtures.js';
-import { ROOT, containerDigest, goldenDir } from '../test/helpers.js';
+import { ROOT, containerDigest, goldenDir, testPicture } from '../test/helpers.js';
+import { toPatches } from '../src/image/preprocess.js';
+import { readVisionConfig } from '../src/model/kimi-k3/vision/config.js';
 
+const only = process.argv[2];
 for (const c of GOLDEN_CASES) {
+  if (only && c.name !== only) continue;
   const dir = goldenDir(c);
   const out = path.join(ROOT, 'test', 'golden', `${c.name}.bin`);
-  execFileSync('/usr/bin/python3', [path.join(ROOT, 'tools', 'reference', 'kimi_linear_ref.py'), dir, '--ids', c.ids.join(','), '--out', out], {
-    stdio: 'inherit',
-  });
-  const meta = { name: c.name, ids: c.ids, containerSha256: containerDigest(dir), reference: `tools/reference/kimi_linear_ref.py (float64) on a ${c.checkpoint ? 'HuggingFace checkpoint' : 'container'}` };
+  if (c.image) {
+    // the pixels as our preprocessing cuts them (checked bit for bit against the C engine's outside the repo); the tower and the text model from the reference
+    const spec = readVisionConfig(dir, c.checkpoint ? 'checkpoint' : 'container')!;
+    const p = toPatches(testPicture(c.image.width, c.image.height, c.image.seed), spec);
+    const px = path.join(dir, 'pixels.bin');
+    fs.writeFileSync(px, new Uint8Array(p.pixels.buffer));
+    const ids = path.join(dir, 'ids.txt');
+    fs.writeFileSync(ids, c.ids.join(','));
+    execFileSync('/usr/bin/python3', [path.join(ROOT, 'tools', 'reference', 'kimi_k3_vision.py'), 'logits', dir, ids, out, '--image', px, String(p.gh), String(p.gw)], { stdio: 'inherit' });
+    fs.rmSync(px);
+    fs.rmSync(ids);
+  } else
+    execFileSync('/usr/bin/python3', [path.join(ROOT, 'tools', 'reference', 'kimi_linear_ref.py'), dir, '--ids', c.ids.join(','), '--out', out], {
+      stdio: 'inherit',
+    });
+  const meta = { name: c.name, ids: c.ids, containerSha256: containerDigest(dir), reference: `tools/reference/${c.image ? 'kimi_k3_vision.py logits' : 'kimi_linear_ref.py'} (float64) on a ${c.checkpoint ? 'HuggingFace checkpoint' : 'container'}` };
   fs.writeFileSync(path.join(ROOT, 'test', 'golden', `${c.name}.json`), JSON.stringify(meta, null, 2) + '\n');
   console.log(`${c.name}: ${fs.statSync(out).size} bytes`);
 }

@@ -16,6 +16,7 @@ export interface EngineFlags {
   verify: boolean;
   direct: boolean;
   warm: boolean;
+  vision: boolean;
   ctx: number;
   chunk: number;
   kernelImpl: 'wasm' | 'typescript';
@@ -33,6 +34,7 @@ export function addEngineOptions(cmd: Command): Command {
     .option('--verify', "check each expert record's CRC32 as it enters RAM, and trunk.bin and codebooks.bin against their SHA-256 at open", false)
     .option('--no-direct', 'read experts through the page cache instead of O_DIRECT')
     .option('--no-warm', "ignore the container's usage.waste hotlist")
+    .option('--no-vision', "leave the vision tower's room in the budget to the expert cache (images are then refused)")
     .addOption(new Option('--kernel-impl <impl>', 'kernel implementation (typescript: the plain reference, single-threaded)').choices(['wasm', 'typescript']).default('wasm'));
 }
 
@@ -46,6 +48,7 @@ export function openOptions(f: EngineFlags): OpenOptions {
     verify: f.verify,
     direct: f.direct,
     warm: f.warm,
+    vision: f.vision,
     maxContext: f.ctx,
     chunk: f.chunk,
     kernels: f.kernelImpl,

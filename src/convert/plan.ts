@@ -33,7 +33,7 @@ export const DEFAULT_SETTINGS: ConvertSettings = { trunkBits: 4, seed: 0, iters:
 export const VQ3R: ExpertQuant = { name: 'VQ3R', stages: 3, vecDim: 8, entries: 256, indexBlock: 64, indexBits: 8 };
 
 /** Bump when the bytes a conversion writes change for the same input and settings. */
-export const CONVERTER_VERSION = 2;
+export const CONVERTER_VERSION = 3;
 
 /** Trunk values below this count (and every vector) stay F32: norms, biases, gate parameters, conv taps. */
 const SMALL_TENSOR = 65536;
@@ -125,7 +125,9 @@ export function planConversion(src: string, w: CheckpointWeights, cfg: KimiConfi
   for (const full of [...w.outside].sort()) {
     const info = w.st.info(full);
     const shape = visionShape(full, info.shape.length ? info.shape : [1]);
-    add(full, shape, visionFormat(shape), info.bytes, (r, n, x) => w.st.readRows(full, r, n, x));
+    // the source counts rows of its own last dimension: a stored row of the convolution is 3·p of them
+    const k = shape[shape.length - 1] / (info.shape.length ? info.shape[info.shape.length - 1] : 1);
+    add(full, shape, visionFormat(shape), info.bytes, (r, n, x) => w.st.readRows(full, r * k, n * k, x));
   }
 
   const booksPerLayer = 3 * q.stages;

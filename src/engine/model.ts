@@ -4,7 +4,7 @@ import type { ModelConfig } from '../core/model-config.js';
 import type { CacheStats, ExpertCache } from '../experts/cache.js';
 import type { StreamFiles } from '../experts/io.js';
 import type { StreamedExperts } from '../experts/streamed.js';
-import { Chat, type ChatOptions } from '../generate/chat.js';
+import { Chat, type ChatOptions, type ImageInput } from '../generate/chat.js';
 import { type GenerationDefaults, readGenerationDefaults } from '../generate/defaults.js';
 import type { Kernels } from '../kernels/types.js';
 import type { MemoryBudget } from '../memory/budget.js';
@@ -16,7 +16,11 @@ import { loadTokenizer, noTokenizer } from '../tokenizer/load.js';
 import type { Tokenizer } from '../tokenizer/tokenizer.js';
 import { WasteError } from '../util/errors.js';
 import { type ModelParts, NO_CACHE, USAGE_FILE, assemble } from './assemble.js';
+import { readImageSource } from './image-input.js';
 import { type ImageRows, imageKey } from './image-rows.js';
+
+/** Encoded images kept by the bytes they came from (most recently used last). */
+const IMAGE_CACHE = 16;
 import { modelIdentity } from './identity.js';
 import type { OpenOptions } from './options.js';
 import type { MemoryPlan } from './plan.js';
@@ -78,6 +82,7 @@ export class Model implements SessionHost {
   private running: Promise<unknown> = Promise.resolve();
   private readonly visionParts: ModelParts['vision'];
   private tower: VisionTower | undefined;
+  private readonly imageCache = new Map<string, ImageRows>();
 
   private constructor(p: ModelParts) {
     this.dir = p.dir;
@@ -109,22 +114,41 @@ export class Model implements SessionHost {
   }
 
   /**
-   * An image as the model reads it: decoded pixels cut into patches (`route` \`waste\`, the C
+   * An image as the model reads it (a file's path, its bytes, or decoded pixels): decoded, cut into patches (`route` \`waste\`, the C
    * engine's, by default; \`native\`, the release processor's), through the vision tower (loaded into
    * the room the budget reserved for it on first use), to rows of the language model's width. One
    * encoding or forward pass runs at a time; the event loop gets turns between the tower's blocks.
    */
-  async encodeImage(image: RgbImage, opts: { route?: ImageRoute; signal?: AbortSignal } = {}): Promise<ImageRows> {
+  async encodeImage(image: string | Uint8Array | RgbImage, opts: { route?: ImageRoute; signal?: AbortSignal } = {}): Promise<ImageRows> {
     if (this.closed) throw new WasteError('E_STATE', 'the model has been closed');
     const v = this.visionParts;
     if (!v) throw new WasteError('E_UNSUPPORTED', `this model takes no images (${this.arch.vision ? 'it has no vision tower, or it was opened with vision off' : `${this.arch.id} has no vision tower`})`);
-    const patches = toPatches(image, v.spec, opts.route ?? 'waste');
+    const route = opts.route ?? 'waste';
+    // a conversation sends its images again with every turn: the same bytes are encoded once
+    const source = typeof image === 'string' || image instanceof Uint8Array ? readImageSource(image) : undefined;
+    const cacheKey = source ? `${route}:${source.digest}` : undefined;
+    const hit = cacheKey ? this.imageCache.get(cacheKey) : undefined;
+    if (hit) {
+      this.imageCache.delete(cacheKey!);
+      this.imageCache.set(cacheKey!, hit);
+      return hit;
+    }
+    const pixels = source ? source.decode() : (image as RgbImage);
+    const patches = toPatches(pixels, v.spec, route);
     const rows = await this.exclusive(async () => {
       opts.signal?.throwIfAborted();
       this.tower ??= this.arch.vision!.load(v.source, v.spec, this.kernels, new Arena(v.bytes, this.budget));
       return this.tower.encode(patches, opts.signal);
     });
-    return { rows, count: patches.rows, gh: patches.gh, gw: patches.gw, width: image.width, height: image.height, key: imageKey(patches) };
+    const out: ImageRows = { rows, count: patches.rows, gh: patches.gh, gw: patches.gw, width: pixels.width, height: pixels.height, key: imageKey(patches) };
+    if (cacheKey) {
+      this.imageCache.set(cacheKey, out);
+      for (const k of this.imageCache.keys()) {
+        if (this.imageCache.size <= IMAGE_CACHE) break;
+        this.imageCache.delete(k);
+      }
+    }
+    return out;
   }
 
   /**
@@ -166,7 +190,9 @@ export class Model implements SessionHost {
 
   /** A conversation in the model's chat format, on a session of its own. */
   chat(opts: ChatOptions = {}): Chat {
-    return new Chat(this.newSession(opts), this.tokenizer(), opts.format ?? this.chatFormat(), this.config.eosTokenIds, opts);
+    const v = this.vision;
+    const media = v ? { token: v.mediaToken, encode: (im: ImageInput, signal?: AbortSignal) => (isRows(im) ? Promise.resolve(im) : this.encodeImage(im, { signal, route: opts.imageRoute })) } : undefined;
+    return new Chat(this.newSession(opts), this.tokenizer(), opts.format ?? this.chatFormat(), this.config.eosTokenIds, opts, media);
   }
 
   /** @internal */
@@ -262,4 +288,8 @@ export class Model implements SessionHost {
     await this.running;
     await this.release_();
   }
+}
+
+function isRows(im: ImageInput): im is ImageRows {
+  return typeof im === 'object' && !(im instanceof Uint8Array) && im.rows instanceof Float32Array;
 }

@@ -26,6 +26,13 @@ export interface SessionHost {
   readonly vision: VisionSpec | undefined;
 }
 
+/** A prompt's images being fed piece by piece: the rows, the image at each position, how far it has got. */
+export interface ImageFeed {
+  media: MediaRows;
+  keys: (string | undefined)[];
+  at: number;
+}
+
 export interface ForwardOpts {
   /** The logits of every position, row after row, instead of only the last. */
   allLogits?: boolean;
@@ -86,9 +93,14 @@ export class Session {
    * loop gets a turn between chunks, so timers, signals and sockets are served meanwhile.
    */
   async forward(ids: ArrayLike<number>, opts: ForwardOpts = {}): Promise<Float32Array> {
+    this.check(ids);
+    return this.pieces(ids, opts.allLogits ?? false, opts.images?.length ? this.imageFeed(ids, opts.images) : undefined);
+  }
+
+  /** All or nothing: a fault found in a later chunk must not leave the earlier ones consumed. */
+  private check(ids: ArrayLike<number>): void {
     if (this.released) throw new WasteError('E_STATE', 'the session has been closed');
     const V = this.host.config.vocab;
-    // all or nothing: a fault found in a later chunk must not leave the earlier ones consumed
     if (ids.length === 0) throw new WasteError('E_ARG', 'no tokens to run');
     for (let i = 0; i < ids.length; i++) {
       const id = ids[i];
@@ -96,16 +108,22 @@ export class Session {
     }
     if (this.state.pos + ids.length > this.state.limit)
       throw new WasteError('E_STATE', `context is full: ${this.state.pos + ids.length} tokens would exceed the context length of ${this.state.limit}`);
-    let media: MediaRows | undefined;
-    let keys: (string | undefined)[] | undefined;
-    if (opts.images?.length) {
-      const v = this.host.vision;
-      if (!v) throw new WasteError('E_UNSUPPORTED', 'this model takes no images (it has no vision tower, or it was opened with vision off)');
-      media = mediaRows(ids, v.mediaToken, opts.images, this.host.config.hidden);
-      keys = keysAt(ids, v.mediaToken, opts.images);
-    }
+  }
+
+  /**
+   * The images of a prompt `ids` (placeholders expanded) queued for feeding it in pieces
+   * (`feed(piece, images)`), their count checked against the placeholders.
+   */
+  imageFeed(ids: ArrayLike<number>, images: readonly ImageRows[]): ImageFeed {
+    const v = this.host.vision;
+    if (!v) throw new WasteError('E_UNSUPPORTED', 'this model takes no images (it has no vision tower, or it was opened with vision off)');
+    return { media: mediaRows(ids, v.mediaToken, images, this.host.config.hidden), keys: keysAt(ids, v.mediaToken, images), at: 0 };
+  }
+
+  private async pieces(ids: ArrayLike<number>, allLogits: boolean, images: ImageFeed | undefined): Promise<Float32Array> {
+    const V = this.host.config.vocab;
     const piece = Math.max(1, this.prefillChunk);
-    const all = opts.allLogits && ids.length > piece ? new Float32Array(ids.length * V) : undefined;
+    const all = allLogits && ids.length > piece ? new Float32Array(ids.length * V) : undefined;
     let logits: Float32Array = new Float32Array(0);
     for (let i = 0; i < ids.length; i += piece) {
       if (i > 0) {
@@ -113,7 +131,9 @@ export class Session {
         if (this.released) throw new WasteError('E_STATE', 'the session has been closed');
       }
       const n = Math.min(piece, ids.length - i);
-      logits = await this.run(Array.from({ length: n }, (_, j) => ids[i + j]), opts.allLogits ?? false, media, keys?.slice(i, i + n));
+      const keys = images?.keys.slice(images.at, images.at + n);
+      logits = await this.run(Array.from({ length: n }, (_, j) => ids[i + j]), allLogits, images?.media, keys);
+      if (images) images.at += n;
       all?.set(logits, i * V);
     }
     return all ?? logits;
@@ -139,9 +159,11 @@ export class Session {
     return this.host.net.chunk;
   }
 
-  /** The generation loop's view: feed ids, get the last logits. */
-  feed(ids: number[]): Promise<Float32Array> {
-    return this.forward(ids);
+  /** The generation loop's view: feed ids (a piece of a prompt whose images `images` holds), get the last logits. */
+  async feed(ids: number[], images?: ImageFeed): Promise<Float32Array> {
+    if (!images) return this.forward(ids);
+    this.check(ids);
+    return this.pieces(ids, false, images);
   }
 
   /**

@@ -1,6 +1,8 @@
 import type { Session, SessionGenerateOptions } from '../engine/session.js';
 import type { SessionOptions } from '../engine/model.js';
-import type { ChatFormat, ChatMessage } from '../tokenizer/chat.js';
+import { type ChatFormat, type ChatMessage, type ContentPart, messageImages } from '../tokenizer/chat.js';
+import { type ImageRows, expandPads } from '../engine/image-rows.js';
+import type { ImageRoute } from '../image/preprocess.js';
 import type { Tokenizer } from '../tokenizer/tokenizer.js';
 import { WasteError } from '../util/errors.js';
 import { relay } from '../util/relay.js';
@@ -21,9 +23,26 @@ export interface ChatOptions extends SessionOptions {
   /** Reasoning on or off (undefined: the format's default — on for K3) and its effort (K3: low, high, max; OpenAI's names are mapped). */
   thinking?: boolean;
   effort?: string;
+  /** How images become patches (default `waste`, the C engine's; `native`, the release processor's resolution). */
+  imageRoute?: ImageRoute;
 }
 
 export type SendOptions = SessionGenerateOptions & { role?: 'user' | 'tool'; toolCallId?: string };
+
+/** An image for a message: a file's path, its encoded bytes (PNG, JPEG, BMP, GIF, WebP), or one the model has encoded. */
+export type ImageInput = string | Uint8Array | ImageRows;
+
+/** A message: its text, and images shown before it. */
+export interface MessageInput {
+  text: string;
+  images?: readonly ImageInput[];
+}
+
+/** What a chat needs of its model to take images. */
+export interface ChatImages {
+  token: number;
+  encode(image: ImageInput, signal?: AbortSignal): Promise<ImageRows>;
+}
 
 /**
  * A conversation on one session. Each `send` renders the whole conversation in the chat format and
@@ -46,6 +65,7 @@ export class Chat {
     readonly format: ChatFormat,
     eos: readonly number[],
     private readonly opts: ChatOptions = {},
+    private readonly media?: ChatImages,
   ) {
     if (opts.system !== undefined) this.messages.push({ role: 'system', content: opts.system });
     // the end of an assistant turn stops a reply: as a token when it is one, else as text
@@ -60,17 +80,32 @@ export class Chat {
    * markup never shows). The reply is added to `messages` when it ends — also when `signal` aborts
    * it, with what was generated so far.
    */
-  async *send(text: string, opts: SendOptions = {}): AsyncGenerator<string, GenerationResult> {
-    return yield* relay(this.reply(text, opts), (e) => (e.kind === 'content' && e.text ? [e.text] : []));
+  async *send(message: string | MessageInput, opts: SendOptions = {}): AsyncGenerator<string, GenerationResult> {
+    return yield* relay(this.reply(message, opts), (e) => (e.kind === 'content' && e.text ? [e.text] : []));
   }
 
-  /** Like `send`, streaming every piece of the reply: reasoning, content and tool calls. */
-  async *reply(text: string, opts: SendOptions = {}): AsyncGenerator<ReplyEvent, GenerationResult> {
-    this.messages.push({ role: opts.role ?? 'user', content: text, ...(opts.toolCallId !== undefined ? { toolCallId: opts.toolCallId } : {}) });
+  /**
+   * Like `send`, streaming every piece of the reply: reasoning, content and tool calls. A message's
+   * images are put through the model's vision tower first (each is shown before the text).
+   */
+  async *reply(message: string | MessageInput, opts: SendOptions = {}): AsyncGenerator<ReplyEvent, GenerationResult> {
+    const { text, images: given = [] } = typeof message === 'string' ? { text: message } : message;
+    if (typeof text !== 'string') throw new WasteError('E_ARG', 'a message needs its text (a string)');
+    let parts: ContentPart[] | undefined;
+    if (given.length) {
+      if (!this.media) throw new WasteError('E_UNSUPPORTED', 'this model takes no images (it has no vision tower, or it was opened with vision off)');
+      const rows: ImageRows[] = [];
+      for (const im of given) rows.push(await this.media.encode(im, opts.signal));
+      parts = [...rows.map((image) => ({ image })), ...(text ? [text] : [])];
+    }
+    this.messages.push({ role: opts.role ?? 'user', content: text, ...(parts ? { parts } : {}), ...(opts.toolCallId !== undefined ? { toolCallId: opts.toolCallId } : {}) });
     const { thinking, effort } = this.opts;
     const vars = { ...(thinking !== undefined ? { thinking, enable_thinking: thinking } : {}), ...(effort !== undefined ? { reasoning_effort: effort } : {}) };
-    const ids = this.format.encode(this.tokenizer, this.messages, { open: true, tools: this.opts.tools, thinking, effort, vars });
-    const { fresh, reset } = this.session.resume(ids);
+    const rendered = this.format.encode(this.tokenizer, this.messages, { open: true, tools: this.opts.tools, thinking, effort, vars });
+    const all = messageImages<ImageRows>(this.messages);
+    if (all.some((im) => !im.rows)) throw new WasteError('E_STATE', "this conversation's images were not saved with it; start a new conversation to show them again");
+    const ids = all.length ? expandPads(rendered, this.media!.token, all) : rendered;
+    const { fresh, reset, images } = this.session.resume(ids, 0, all);
     if (reset) this.reprocessed++;
     const reader = replyReader(this.format, this.tokenizer, ids, { tools: !!this.opts.tools?.length });
     // stop strings: on what a person reads when the format's structure is in token ids, else on the text
@@ -79,7 +114,7 @@ export class Chat {
     const { controller, dispose } = linkedAbort(opts.signal);
     let result: GenerationResult;
     try {
-      const gen = this.session.generate(fresh, { ...opts, signal: controller.signal, stop, stopTokens: [...this.ends, ...(opts.stopTokens ?? [])] });
+      const gen = this.session.generate(fresh, { ...opts, ...(images.length ? { images } : {}), signal: controller.signal, stop, stopTokens: [...this.ends, ...(opts.stopTokens ?? [])] });
       result = yield* relay(gen, (step) => {
         const events = stream.push(step.token, step.text);
         if (stream.stopped !== undefined) controller.abort();
@@ -117,9 +152,10 @@ export class Chat {
     this.session.close();
   }
 
-  /** Save the session and the conversation to `file`. */
+  /** Save the session and the conversation to `file` (an image is saved as its size, not its pixels). */
   save(file: string): void {
-    this.session.save(file, { chat: 1, messages: this.messages });
+    const messages = this.messages.map((m) => (m.parts ? { ...m, parts: m.parts.map((p) => (typeof p === 'string' ? p : { image: { width: p.image.width, height: p.image.height } })) } : m));
+    this.session.save(file, { chat: 1, messages });
   }
 
   /** Load a conversation saved by `save` (checked before anything changes). */

@@ -1,3 +1,5 @@
+import type { ImageRows } from '../engine/image-rows.js';
+import type { ImageFeed } from '../engine/session.js';
 import type { TokenDecoder } from '../tokenizer/tokenizer.js';
 import type { TokenConstraint } from '../constrain/constraint.js';
 import { WasteError } from '../util/errors.js';
@@ -7,6 +9,8 @@ import { logSumExp } from '../util/log-sum-exp.js';
 import { yieldToLoop } from '../util/yield-to-loop.js';
 
 export interface GenerateOptions extends SamplingOptions {
+  /** Images for the prompt's placeholders (expanded: one per row), in order. */
+  images?: readonly ImageRows[];
   /** Most tokens to generate (default 256). */
   maxTokens?: number;
   /** Stop when the text produces one of these (the stop string is not included). */
@@ -52,7 +56,9 @@ export interface Feedable {
   readonly position: number;
   readonly limit: number;
   readonly history: readonly number[];
-  feed(ids: number[]): Promise<Float32Array>;
+  feed(ids: number[], images?: ImageFeed): Promise<Float32Array>;
+  /** A prompt's images queued for feeding it in pieces (sessions of a model that takes images). */
+  imageFeed?(ids: readonly number[], images: readonly ImageRows[]): ImageFeed;
   /** Logits after the last token fed (when the prompt is empty). */
   readonly lastLogits: Float32Array | undefined;
   /** Tokens the model runs together in prefill; a prompt is fed this many at a time. */
@@ -88,13 +94,18 @@ export async function* generateTokens(
   // compute on this thread, so without it no timer, signal, socket or /health probe is served —
   // and the signal is heard
   const piece = Math.max(1, session.prefillChunk ?? prompt.length);
+  let images: ImageFeed | undefined;
+  if (opts.images?.length) {
+    if (!session.imageFeed) throw new WasteError('E_UNSUPPORTED', 'this session takes no images');
+    images = session.imageFeed(prompt, opts.images);
+  }
   for (let i = 0; i < prompt.length; i += piece) {
     if (i > 0) await yieldToLoop();
     if (opts.signal?.aborted) {
       const s = (performance.now() - t0) / 1000;
       return { text: '', tokens: [], finish: 'aborted', promptTokens: prompt.length, prefillSeconds: s, generateSeconds: 0, ...(opts.logprobs || nTop ? { logprobs: [] } : {}) };
     }
-    logits = await session.feed(prompt.slice(i, i + piece));
+    logits = await session.feed(prompt.slice(i, i + piece), images);
   }
   const t1 = performance.now();
 

@@ -6,7 +6,8 @@ import type { DecodedImage } from './types.js';
 
 /**
  * PNG through pngjs (all bit depths, palette, gray, gray+alpha, RGBA, Adam7; tRNS applied to
- * the samples as stored, 16-bit samples rounded to the nearest 8-bit value, v·255/65535).
+ * the samples as stored; a 16-bit sample becomes its high byte, as the C engine's stb_image and
+ * the release's PIL both read it).
  * Before pngjs sees a byte, the chunks are walked here: the size is checked from IHDR, and the
  * image data is inflated with its output capped at what IHDR allows. pngjs inflates interlaced
  * data without a cap, so a small file could otherwise inflate to gigabytes; and a stream that
@@ -157,7 +158,13 @@ export function decodePng(bytes: Uint8Array, name: string, maxPixels: number): D
   checkInflate(data, inflatedSize(header), name);
   let rgba: Uint8Array;
   try {
-    rgba = pngjs.PNG.sync.read(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)).data;
+    // pngjs rounds 16-bit samples to the nearest 8-bit value; the engines this one is checked against keep the high byte
+    const deep = header.depth === 16;
+    const data = pngjs.PNG.sync.read(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength), { skipRescale: deep }).data as unknown as ArrayLike<number>;
+    if (deep) {
+      rgba = new Uint8Array(data.length);
+      for (let i = 0; i < data.length; i++) rgba[i] = data[i] >> 8;
+    } else rgba = data as Uint8Array;
   } catch (e) {
     throw imageError(name, `malformed PNG (${cause(e)})`);
   }

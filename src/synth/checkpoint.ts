@@ -65,7 +65,12 @@ export function writeSyntheticCheckpoint(dir: string, opts: CheckpointOptions = 
     if (t.kind === 'matrix') matrix(prefix + t.name, t.rows, t.cols, t.std, t.expert);
     else vector(prefix + t.name, t.shape, t.lo, t.hi, t.valid);
   }
-  if (k3) for (const t of visionTensors(raw.vision_config as JsonObject, cfg.hidden)) tensors.push({ name: t.name, dtype: 'BF16', shape: t.shape, data: toBf16(values(t.shape.reduce((a, b) => a * b, 1), t.std)) });
+  if (k3)
+    for (const t of visionTensors(raw.vision_config as JsonObject, cfg.hidden)) {
+      const v = values(t.shape.reduce((a, b) => a * b, 1), t.std);
+      if (t.mean) for (let i = 0; i < v.length; i++) v[i] += t.mean;
+      tensors.push({ name: t.name, dtype: 'BF16', shape: t.shape, data: toBf16(v) });
+    }
   writeSafetensors(dir, tensors, opts.shards ?? 1);
   fs.writeFileSync(path.join(dir, 'config.json'), JSON.stringify(raw, null, 2) + '\n');
   if (k3) {
@@ -90,7 +95,7 @@ export function writeSyntheticCheckpoint(dir: string, opts: CheckpointOptions = 
   return cfg;
 }
 
-/** What K3's wrapper says besides its language model's config: its quantization and a small vision tower. */
+/** What K3's wrapper says besides its language model's config: its quantization and a small vision tower (norm weights near 1, as trained ones are). */
 const K3_WRAPPER: JsonObject = {
   dtype: 'bfloat16',
   quantization_config: {
@@ -100,11 +105,12 @@ const K3_WRAPPER: JsonObject = {
     ignore: ['re:.*self_attn.*', 're:.*shared_experts.*', 're:.*mlp\\.(gate|up|gate_up|down)_proj.*', 're:.*lm_head.*', 're:.*vision_tower.*', 're:.*mm_projector.*'],
   },
   vision_config: {
-    vt_hidden_size: 32,
+    // wide enough that most of the tower is stored at 8 bits (as at K3's scale), heads of 64
+    vt_hidden_size: 128,
     vt_num_hidden_layers: 2,
     vt_num_attention_heads: 2,
-    qkv_hidden_size: 48,
-    vt_intermediate_size: 64,
+    qkv_hidden_size: 128,
+    vt_intermediate_size: 512,
     patch_size: 14,
     init_pos_emb_height: 8,
     init_pos_emb_width: 8,
@@ -117,7 +123,7 @@ const K3_WRAPPER: JsonObject = {
     merge_kernel_size: [2, 2],
     merge_type: 'sd2_tpool',
     mm_projector_type: 'patchmergerv2',
-    mm_hidden_size: 32,
+    mm_hidden_size: 128,
     projector_hidden_act: 'gelu',
     projector_ln_eps: 1e-5,
   },
@@ -133,7 +139,7 @@ const K3_PREPROCESSOR: JsonObject = {
 };
 
 /** A vision tower's and projector's tensors by their release names, for a `vision_config` and a text width. */
-function* visionTensors(vc: JsonObject, textHidden: number): Generator<{ name: string; shape: number[]; std: number }> {
+function* visionTensors(vc: JsonObject, textHidden: number): Generator<{ name: string; shape: number[]; std: number; mean?: number }> {
   const D = vc.vt_hidden_size as number;
   const Q = vc.qkv_hidden_size as number;
   const M = vc.vt_intermediate_size as number;
@@ -143,15 +149,15 @@ function* visionTensors(vc: JsonObject, textHidden: number): Generator<{ name: s
   yield { name: 'vision_tower.patch_embed.pos_emb.weight', shape: [vc.init_pos_emb_height as number, vc.init_pos_emb_width as number, D], std: 0.02 };
   for (let b = 0; b < (vc.vt_num_hidden_layers as number); b++) {
     const k = `vision_tower.encoder.blocks.${b}.`;
-    yield { name: `${k}norm0.weight`, shape: [D], std: 0.1 };
-    yield { name: `${k}norm1.weight`, shape: [D], std: 0.1 };
+    yield { name: `${k}norm0.weight`, shape: [D], std: 0.1, mean: 1 };
+    yield { name: `${k}norm1.weight`, shape: [D], std: 0.1, mean: 1 };
     yield { name: `${k}wqkv.weight`, shape: [3 * Q, D], std: inv(D) };
     yield { name: `${k}wo.weight`, shape: [D, Q], std: inv(Q) };
     yield { name: `${k}mlp.fc0.weight`, shape: [M, D], std: inv(D) };
     yield { name: `${k}mlp.fc1.weight`, shape: [D, M], std: inv(M) };
   }
-  yield { name: 'vision_tower.encoder.final_layernorm.weight', shape: [D], std: 0.1 };
+  yield { name: 'vision_tower.encoder.final_layernorm.weight', shape: [D], std: 0.1, mean: 1 };
   yield { name: 'mm_projector.proj.0.weight', shape: [4 * D, 4 * D], std: inv(4 * D) };
   yield { name: 'mm_projector.proj.2.weight', shape: [textHidden, 4 * D], std: inv(4 * D) };
-  yield { name: 'mm_projector.post_norm.weight', shape: [textHidden], std: 0.1 };
+  yield { name: 'mm_projector.post_norm.weight', shape: [textHidden], std: 0.1, mean: 1 };
 }

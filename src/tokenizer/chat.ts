@@ -27,8 +27,21 @@ export interface ChatMessage {
   reasoning?: string;
   /** The speaker's name (K3's format writes it as an attribute; the others leave it out). */
   name?: string;
-  /** The content's text parts as the client sent them (`content` is them joined): K3's format tokenizes each apart. */
-  parts?: string[];
+  /**
+   * The content's parts as the client sent them (`content` is the text ones joined): K3's format
+   * tokenizes each text apart and puts a media block where each image is.
+   */
+  parts?: ContentPart[];
+}
+
+/** A text part, or an image by its source size in pixels (what a media block states). */
+export type ContentPart = string | { image: { width: number; height: number } };
+
+/** The images of a conversation, in the order a renderer meets them. */
+export function messageImages<I extends { width: number; height: number }>(messages: readonly ChatMessage[]): I[] {
+  const out: I[] = [];
+  for (const m of messages) for (const p of m.parts ?? []) if (typeof p !== 'string') out.push(p.image as I);
+  return out;
 }
 
 export interface ToolCall {

@@ -1,5 +1,6 @@
 import { type Command, Option } from 'commander';
 import { benchDispatch, renderDispatch } from '../../bench/dispatch.js';
+import { benchImage, renderImageBench } from '../../bench/image.js';
 import { benchKernels, renderKernelBench } from '../../bench/kernels.js';
 import { benchLayers, renderLayerBench } from '../../bench/layers.js';
 import { benchPages, renderPageBench } from '../../bench/pages.js';
@@ -25,14 +26,20 @@ export function registerBench(program: Command): void {
     .addOption(new Option('--shape <shape>', 'the shapes --layers decodes with').choices(['kimi-linear', 'k3']).default('kimi-linear'))
     .option('--pages', 'what the first use of a 4 KiB page of engine memory costs, fresh and after a disk read (large on some VMs)', false)
     .option('--dispatch', 'tiny-model decode with 1 and 2 threads', false)
+    .option('--image <file>', "with MODEL: the vision tower's time on this image and the prefill cost of its rows, next to as much text")
+    .addOption(new Option('--image-route <route>', 'how --image becomes patches').choices(['waste', 'native']).default('waste'))
     .option('--quick', 'smaller buffers and shorter timing (less precise)', false)
     .option('--json', 'print JSON', false)
-    .action(async (model: string | undefined, o: EngineFlags & { kernels: boolean; layers: boolean; pages: boolean; dispatch: boolean; quick: boolean; json: boolean; shape: 'kimi-linear' | 'k3'; tokens: number; promptTokens: number; routingTrace?: string; inputs: 'random' | 'greedy'; cacheSlots?: number }) => {
+    .action(async (model: string | undefined, o: EngineFlags & { image?: string; imageRoute: 'waste' | 'native'; kernels: boolean; layers: boolean; pages: boolean; dispatch: boolean; quick: boolean; json: boolean; shape: 'kimi-linear' | 'k3'; tokens: number; promptTokens: number; routingTrace?: string; inputs: 'random' | 'greedy'; cacheSlots?: number }) => {
       // no model and nothing else chosen: the demo model
       if (!model && !o.kernels && !o.layers && !o.pages && !o.dispatch) model = modelOrDemo(undefined);
       const log = (s: string) => process.stderr.write(`${s}\n`);
       const out: Record<string, unknown> = {};
-      if (model) {
+      if (o.image) {
+        const r = await benchImage(model ?? modelOrDemo(undefined), o.image, { ...openOptions(o), route: o.imageRoute, log });
+        if (o.json) out.image = r;
+        else process.stdout.write(renderImageBench(r));
+      } else if (model) {
         const r = await benchStream(model, { ...openOptions(o), tokens: o.tokens, promptTokens: o.promptTokens, routingTrace: o.routingTrace, inputs: o.inputs, cacheSlots: o.cacheSlots, log });
         if (o.json) Object.assign(out, r);
         else process.stdout.write(renderStream(r));

@@ -9,12 +9,14 @@ import { type EngineFlags, addEngineOptions, openOptions } from '../engine-optio
 import { type GenerateFlags, addGenerateOptions, generateOptions, readAmount, statsLine } from '../generate-options.js';
 import { modelOrDemo } from '../default-model.js';
 import { ReplyPrinter, type ThinkingFlags, addThinkingOptions, thinkingOptions } from '../thinking-options.js';
+import { type ImageFlags, addImageOptions } from '../image-options.js';
+import type { ImageRoute } from '../../image/preprocess.js';
 
-const HELP = `commands: /reset (forget the conversation)  /save FILE  /load FILE  /stats  /help  /quit
+const HELP = `commands: /image FILE (show an image with your next message)  /reset (forget the conversation)  /save FILE  /load FILE  /stats  /help  /quit
 Ctrl-C stops a reply; Ctrl-D (or /quit) leaves.`;
 
 export function registerChat(program: Command): void {
-  addThinkingOptions(
+  const cmd = addThinkingOptions(
     addGenerateOptions(
       addEngineOptions(
         program
@@ -24,11 +26,19 @@ export function registerChat(program: Command): void {
           .option('--system <text>', 'a system message that opens the conversation'),
       ),
     ),
-  ).action(async (model: string | undefined, o: EngineFlags & GenerateFlags & ThinkingFlags & { system?: string }, cmd: Command) => {
+  );
+  addImageOptions(cmd, 'an image shown with the first message');
+  cmd.action(async (model: string | undefined, o: EngineFlags & GenerateFlags & ThinkingFlags & ImageFlags & { system?: string }, cmd: Command) => {
     const dir = modelOrDemo(model);
     requireTokenizerFiles(dir);
     const m = await Model.open(dir, openOptions(o));
-    const chat = m.chat({ system: o.system, ...thinkingOptions(o) });
+    if (o.image.length && !m.vision) {
+      await m.close();
+      throw new WasteError('E_UNSUPPORTED', `${model ?? 'demo'} takes no images (it has no vision tower, or --no-vision was given)`);
+    }
+    const chat = m.chat({ system: o.system, ...thinkingOptions(o), imageRoute: o.imageRoute });
+    // images wait for the message they go with
+    const pending: string[] = [...o.image];
     const gen = generateOptions(o, cmd);
     const tty = Boolean(process.stdin.isTTY);
     const rl = readline.createInterface({ input: process.stdin, output: process.stdout, terminal: tty, historySize: 1000 });
@@ -50,14 +60,15 @@ export function registerChat(program: Command): void {
       for await (const line of rl) {
         const text = line.trim();
         if (text.startsWith('/')) {
-          if (await command(text, chat, m, last)) break;
+          if (await command(text, chat, m, last, pending, o.imageRoute)) break;
         } else if (text) {
           const before = m.stats();
           const t0 = performance.now();
           replying = new AbortController();
           try {
             const printer = new ReplyPrinter((s) => process.stdout.write(s));
-            for await (const e of chat.reply(line, { ...gen, signal: replying.signal })) printer.write(e);
+            const images = pending.splice(0);
+            for await (const e of chat.reply(images.length ? { text: line, images } : line, { ...gen, signal: replying.signal })) printer.write(e);
             printer.end();
             const r = chat.last!;
             // a reply with no text would otherwise look like nothing happened
@@ -83,7 +94,7 @@ export function registerChat(program: Command): void {
 }
 
 /** A slash command; true to leave. */
-async function command(text: string, chat: Chat, m: Model, last: string): Promise<boolean> {
+async function command(text: string, chat: Chat, m: Model, last: string, pending: string[], route: ImageRoute): Promise<boolean> {
   const [cmd, ...rest] = text.split(/\s+/);
   const arg = rest.join(' ');
   try {
@@ -94,7 +105,17 @@ async function command(text: string, chat: Chat, m: Model, last: string): Promis
       case '/help':
         process.stdout.write(`${HELP}\n`);
         break;
+      case '/image': {
+        if (!arg) throw new WasteError('E_ARG', '/image needs a file name');
+        if (!m.vision) throw new WasteError('E_UNSUPPORTED', 'this model takes no images (it has no vision tower, or --no-vision was given)');
+        // encoded now, so a bad file is reported here; the message reuses the result
+        const img = await m.encodeImage(arg, { route });
+        pending.push(arg);
+        process.stdout.write(`(image ${arg}: ${img.width} x ${img.height}, ${img.count} rows in the prompt; it goes with your next message)\n`);
+        break;
+      }
       case '/reset':
+        pending.length = 0;
         chat.reset();
         process.stdout.write('(conversation cleared)\n');
         break;

@@ -5,9 +5,11 @@ import { WasteError, fromSystemError } from '../../util/errors.js';
 import { parseIds } from '../args.js';
 import { type EngineFlags, addEngineOptions, openOptions } from '../engine-options.js';
 import { modelOrDemo } from '../default-model.js';
+import { type ImageFlags, addImageOptions } from '../image-options.js';
+import { type ImageRows, expandPads } from '../../engine/image-rows.js';
 
 export function registerLogits(program: Command): void {
-  addEngineOptions(
+  const cmd = addEngineOptions(
     program
       .command('logits')
       .description('run token ids through the model and write the logits as little-endian float32')
@@ -18,18 +20,24 @@ export function registerLogits(program: Command): void {
       .addOption(new Option('--sequential', 'feed the ids one at a time instead of as one prefill').default(false))
       .option('--learn', "save the experts the cache holds afterwards to the container's usage.waste", false)
       .option('--stats', 'print cache and I/O statistics to stderr', false),
-  ).action(async (name: string | undefined, o: EngineFlags & { ids: number[]; out: string; all: boolean; sequential: boolean; learn: boolean; stats: boolean }) => {
-    if (o.ids.length > o.ctx) throw new WasteError('E_ARG', `${o.ids.length} ids do not fit a context of ${o.ctx}`);
+  );
+  addImageOptions(cmd, "an image: the ids' next <|media_pad|> becomes its rows");
+  cmd.action(async (name: string | undefined, o: EngineFlags & ImageFlags & { ids: number[]; out: string; all: boolean; sequential: boolean; learn: boolean; stats: boolean }) => {
+    if (o.sequential && o.image.length) throw new WasteError('E_ARG', '--sequential feeds one id at a time; an image is fed whole (leave out --sequential)');
     const model = modelOrDemo(name);
     const m = await Model.open(model, openOptions(o));
     try {
+      const images: ImageRows[] = [];
+      for (const f of o.image) images.push(await m.encodeImage(f, { route: o.imageRoute }));
+      const ids = images.length ? expandPads(o.ids, m.vision!.mediaToken, images) : o.ids;
+      if (ids.length > o.ctx) throw new WasteError('E_ARG', `${ids.length} positions${images.length ? ' (the images expanded)' : ''} do not fit a context of ${o.ctx}`);
       const session = m.newSession();
       let logits: Float32Array;
       if (o.sequential) {
         const rows: Float32Array[] = [];
-        for (const id of o.ids) rows.push(await session.forward([id]));
+        for (const id of ids) rows.push(await session.forward([id]));
         logits = o.all ? concat(rows) : rows[rows.length - 1];
-      } else logits = await session.forward(o.ids, { allLogits: o.all });
+      } else logits = await session.forward(ids, { allLogits: o.all, images });
       try {
         fs.writeFileSync(o.out, new Uint8Array(logits.buffer, logits.byteOffset, logits.byteLength));
       } catch (e) {

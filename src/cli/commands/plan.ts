@@ -6,7 +6,9 @@ import { formatSize, parseSize } from '../../util/size.js';
 import { intArg } from '../args.js';
 import { OPTION_BOUNDS } from '../../engine/options.js';
 import { modelOrDemo } from '../default-model.js';
-import { withinRam } from '../../engine/assemble.js';
+import { visionOf, withinRam } from '../../engine/assemble.js';
+import { architecture } from '../../model/registry.js';
+import { ContainerSource } from '../../model/sources/container-source.js';
 
 export function registerPlan(program: Command): void {
   program
@@ -18,11 +20,17 @@ export function registerPlan(program: Command): void {
     .option('--threads <n>', 'compute threads (scratch is per thread)', intArg(...OPTION_BOUNDS.threads))
     .option('--chunk <n>', 'prefill chunk the plan reserves scratch for (as --chunk when opening)', intArg(...OPTION_BOUNDS.chunk), DEFAULT_CHUNK)
     .option('--sessions <n>', 'sessions the plan reserves state for (waste serve --sessions)', intArg(...OPTION_BOUNDS.sessions), 1)
+    .option('--vision', "reserve the vision tower's room, as opening a model with one does by default")
+    .option('--no-vision', "leave the vision tower's room to the expert cache (waste run/chat/serve --no-vision)")
     .option('--json', 'print JSON', false)
-    .action((model: string | undefined, o: { ctx: number; budget?: string; threads?: number; chunk: number; sessions: number; json: boolean }) => {
-      const c = openModelContainer(modelOrDemo(model));
+    .action((model: string | undefined, o: { ctx: number; budget?: string; threads?: number; chunk: number; sessions: number; vision?: boolean; json: boolean }) => {
+      const dir = modelOrDemo(model);
+      const c = openModelContainer(dir);
       try {
-        const plan = planMemory(c, { maxContext: o.ctx, threads: o.threads ?? cpuCount(), chunk: o.chunk, sessions: o.sessions });
+        const threads = o.threads ?? cpuCount();
+        const arch = architecture(c.config.arch);
+        const vision = o.vision !== false ? visionOf(arch, c.dir, { kind: 'container', source: new ContainerSource(c) }, c.config, threads, o.chunk) : undefined;
+        const plan = planMemory(c, { maxContext: o.ctx, threads, chunk: o.chunk, sessions: o.sessions, visionBytes: vision?.bytes });
         // what opening would do with it
         const budget = withinRam(o.budget !== undefined ? parseSize(o.budget, plan.ram.usable, 'budget') : undefined, plan.ram.usable, (m) => process.stderr.write(`waste: warning: ${m}\n`));
         const below = budget !== undefined && budget < plan.floorBytes;
@@ -33,6 +41,7 @@ export function registerPlan(program: Command): void {
           context: plan.maxContext,
           sessions: plan.sessions,
           trunk_bytes: plan.trunkBytes,
+          vision_bytes: plan.visionBytes,
           state_bytes: plan.stateBytes,
           scratch_bytes_per_arena: plan.scratchBytesPerArena,
           expert_scratch_bytes_per_arena: plan.expertScratchBytesPerArena,
@@ -59,6 +68,7 @@ export function registerPlan(program: Command): void {
             ['trunk (resident)', formatSize(plan.trunkBytes)],
             [`state (${plan.maxContext} tokens${plan.sessions > 1 ? ` × ${plan.sessions} sessions` : ''})`, formatSize(plan.stateBytes)],
             [`scratch (× ${floorLayout.arenas.filter((a) => a.groups.length).length} trunk arenas)`, formatSize(plan.scratchBytesPerArena)],
+            ...(plan.visionBytes ? ([['vision tower', `${formatSize(plan.visionBytes)} (loaded by the first image; --no-vision leaves it to the cache)`]] as [string, string][]) : []),
             ...(plan.recordBytes
               ? ([
                   [`cache at the floor`, `${formatSize(plan.floorRecords * plan.recordBytes)} (${plan.floorRecords} records: two layers' selected experts)`],

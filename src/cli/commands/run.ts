@@ -10,8 +10,9 @@ import { type GenerateFlags, addGenerateOptions, generateOptions, statsLine } fr
 import { modelAndPrompt } from '../default-model.js';
 import { readInput } from '../../util/read.js';
 import { ReplyPrinter, type ThinkingFlags, addThinkingOptions, thinkingOptions } from '../thinking-options.js';
+import { type ImageFlags, addImageOptions } from '../image-options.js';
 
-interface RunFlags extends EngineFlags, GenerateFlags, ThinkingFlags {
+interface RunFlags extends EngineFlags, GenerateFlags, ThinkingFlags, ImageFlags {
   file?: string;
   raw: boolean;
   markup: boolean;
@@ -23,7 +24,7 @@ interface RunFlags extends EngineFlags, GenerateFlags, ThinkingFlags {
 }
 
 export function registerRun(program: Command): void {
-  addThinkingOptions(
+  const cmd = addThinkingOptions(
     addGenerateOptions(
       addEngineOptions(
         program
@@ -41,7 +42,10 @@ export function registerRun(program: Command): void {
           .option('-q, --quiet', 'print only the reply (no statistics line)', false),
       ),
     ),
-  ).action(async (first: string | undefined, second: string | undefined, o: RunFlags, cmd: Command) => {
+  );
+  addImageOptions(cmd, 'an image shown with the prompt');
+  cmd.action(async (first: string | undefined, second: string | undefined, o: RunFlags, cmd: Command) => {
+    if (o.raw && o.image.length) throw new WasteError('E_ARG', '--image goes with the chat format, not --raw');
     if (o.logprobs !== undefined && !o.json) throw new WasteError('E_ARG', '--logprobs goes with --json');
     if (o.raw && (o.think !== undefined || o.effort !== undefined)) throw new WasteError('E_ARG', '--think, --no-think and --effort go with the chat format, not --raw');
     const { model, prompt: promptArg } = modelAndPrompt(first, second);
@@ -74,9 +78,9 @@ export function registerRun(program: Command): void {
             out(r.value.text);
           }
         } else {
-          const chat = m.chat({ system: o.system, ...thinkingOptions(o) });
+          const chat = m.chat({ system: o.system, ...thinkingOptions(o), imageRoute: o.imageRoute });
           const printer = new ReplyPrinter(out);
-          const it = chat.reply(prompt, { ...gen, signal: ac.signal });
+          const it = chat.reply(o.image.length ? { text: prompt, images: o.image } : prompt, { ...gen, signal: ac.signal });
           for (;;) {
             const r = await it.next();
             if (r.done) {

@@ -1,5 +1,5 @@
 import { WasteError } from '../../util/errors.js';
-import type { ChatFormat, ChatMessage, EncodeOptions, PromptSegment, ReplySyntax } from '../chat.js';
+import { type ChatFormat, type ChatMessage, type EncodeOptions, type PromptSegment, type ReplySyntax, messageImages } from '../chat.js';
 import type { Tokenizer } from '../tokenizer.js';
 import { renderXtml } from './render.js';
 import { CLOSE, END_OF_MSG, MARKERS, OPEN, SEP, type Segment, isMarkup, openTag } from './tags.js';
@@ -33,7 +33,8 @@ export function xtmlThinking(opts: EncodeOptions): { thinking: boolean; effort?:
 
 /** A message in the shape the renderer takes (OpenAI's). */
 function openai(m: ChatMessage): Record<string, unknown> {
-  const content = m.parts && m.parts.length > 1 ? m.parts.map((text) => ({ type: 'text', text })) : m.content;
+  const multi = m.parts && (m.parts.length > 1 || m.parts.some((p) => typeof p !== 'string'));
+  const content = multi ? m.parts!.map((p) => (typeof p === 'string' ? { type: 'text', text: p } : { type: 'image' })) : m.content;
   const out: Record<string, unknown> = { role: m.role, content };
   if (m.name !== undefined) out.name = m.name;
   if (m.role === 'tool' && m.toolCallId !== undefined) out.tool_call_id = m.toolCallId;
@@ -85,9 +86,11 @@ export class XtmlChatFormat implements ChatFormat {
   render(messages: ChatMessage[], opts: EncodeOptions = {}, tok?: Tokenizer): PromptSegment[] {
     const { thinking, effort } = xtmlThinking(opts);
     const spans: [number, number][] = [];
+    const images = messageImages(messages).map((i) => ({ width: i.width, height: i.height }));
     const segs = renderXtml(
       {
         messages: messages.map(openai),
+        ...(images.length ? { images } : {}),
         tools: opts.tools,
         toolChoice: typeof opts.toolChoice === 'string' ? opts.toolChoice : undefined,
         responseFormat: opts.responseFormat,

@@ -29,6 +29,12 @@ function checkShape(src: WeightSource, name: string, rows: number, cols: number,
   if ((!vector && shape[0] !== rows) || n !== rows * cols) throw new WasteError('E_FORMAT', `${src.label}: vision tensor ${name} has shape [${shape}], expected [${rows}, ${cols}]`);
 }
 
+/** Whether a matrix is stored in rows other than the ones the tower reads (the convolution in rows of p). */
+function reshaped(src: WeightSource, name: string, cols: number): boolean {
+  const shape = src.shape(name);
+  return shape[shape.length - 1] !== cols;
+}
+
 /** Names and shapes of every tower tensor: matrices [rows, cols], vectors [n]. */
 function* tensors(v: VisionConfig): Generator<{ name: string; rows: number; cols: number; vector?: boolean }> {
   const { hidden: D, qkv: Q, inter: M, patch: p, textHidden: TH } = v;
@@ -90,7 +96,7 @@ export class KimiK3Tower implements VisionTower {
     let bytes = 0;
     for (const t of tensors(v)) {
       checkShape(src, t.name, t.rows, t.cols, t.vector === true);
-      bytes += t.vector ? aligned(t.rows * t.cols * 4) : src.residentBytes(t.name);
+      bytes += t.vector || reshaped(src, t.name, t.cols) ? aligned(t.rows * t.cols * 4) : src.residentBytes(t.name);
     }
     return bytes + scratchBytes(v, patches);
   }
@@ -104,11 +110,13 @@ export class KimiK3Tower implements VisionTower {
       return out;
     };
     const matrix = (name: string, rows: number, cols: number): Tensor => {
-      const t = src.loadMatrix(name, arena);
-      if (t.rows === rows && t.cols === cols) return t;
-      // a checkpoint's convolution [D, 3, p, p] loads as f32 rows of p; it is the [D, 3·p·p] matrix it acts as
-      if (t.fmt === Fmt.F32 || t.fmt === Fmt.F16) return { ...t, shape: [rows, cols], rows, cols, rowBytes: (t.rowBytes / t.cols) * cols };
-      throw new WasteError('E_FORMAT', `${src.label}: vision tensor ${name} is stored as ${t.rows} rows of ${t.cols}, expected ${rows} of ${cols}`);
+      if (!reshaped(src, name, cols)) return src.loadMatrix(name, arena);
+      // the convolution [D, 3, p, p] stored in rows of p (a checkpoint's; and the C engine's
+      // converter quantizes it so, each row a padded group of its own): read once, at load, as the
+      // [D, 3·p·p] f32 matrix it acts as (2.4 MB at K3's size)
+      const f = arena.f32(arena.alloc(rows * cols * 4, 64), rows * cols);
+      src.readVector(name, f);
+      return { name, fmt: Fmt.F32, shape: [rows, cols], rows, cols, group: 0, groups: 0, rowBytes: cols * 4, arena, off: f.byteOffset, scaleOff: -1, f32: f };
     };
     const { hidden: D, qkv: Q, inter: M, patch: p, textHidden: TH } = v;
     const blocks: Block[] = [];
