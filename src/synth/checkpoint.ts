@@ -26,6 +26,8 @@ import { KIMI_STYLE_TEMPLATE } from '../tokenizer/kimi-template.js';
  */
 export interface CheckpointOptions extends SynthOptions {
   shards?: number;
+  /** K3 only: vision_config keys over the small tower's (e.g. the release's widths, for a benchmark). */
+  vision?: JsonObject;
 }
 
 export function writeSyntheticCheckpoint(dir: string, opts: CheckpointOptions = {}): KimiConfig {
@@ -33,7 +35,7 @@ export function writeSyntheticCheckpoint(dir: string, opts: CheckpointOptions = 
   const k3 = flat._outer !== undefined;
   // the checkpoint nests what a container flattens
   const { _outer, ...text } = flat;
-  const raw: JsonObject = k3 ? { ...(_outer as JsonObject), ...k3Wrapper(text.hidden_size as number), text_config: { ...text, bos_token_id: (_outer as JsonObject).bos_token_id, eos_token_id: (_outer as JsonObject).eos_token_id } } : flat;
+  const raw: JsonObject = k3 ? { ...(_outer as JsonObject), ...k3Wrapper(text.hidden_size as number, opts.vision), text_config: { ...text, bos_token_id: (_outer as JsonObject).bos_token_id, eos_token_id: (_outer as JsonObject).eos_token_id } } : flat;
   const prefix = k3 ? 'language_model.' : '';
   // every architecture this generator writes is of the Kimi family
   const cfg = parseModelConfig(Fields.root('synthetic config', raw)) as KimiConfig;
@@ -130,8 +132,8 @@ const K3_WRAPPER: JsonObject = {
 };
 
 /** The vision config of a K3 wrapper around a language model of `hidden` (the projector's output width). */
-function k3Wrapper(hidden: number): JsonObject {
-  return { ...K3_WRAPPER, vision_config: { ...(K3_WRAPPER.vision_config as JsonObject), text_hidden_size: hidden } };
+function k3Wrapper(hidden: number, vision: JsonObject = {}): JsonObject {
+  return { ...K3_WRAPPER, vision_config: { ...(K3_WRAPPER.vision_config as JsonObject), ...vision, text_hidden_size: hidden } };
 }
 
 const K3_PREPROCESSOR: JsonObject = {
