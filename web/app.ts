@@ -1,16 +1,24 @@
 /**
  * The chat page served at `/` by `waste serve`. No framework, no external resources: it talks to
  * the server's OpenAI-compatible API (/v1/chat/completions, streamed as server-sent events) and to
- * /health for the model name and the expert-cache figures. Model output is only ever rendered with
- * textContent.
+ * /health for the model name, whether it takes images, and the expert-cache figures. Model output
+ * is only ever rendered with textContent; attached images are sent as data: URLs.
  */
 
 export {};
 
 type Role = 'system' | 'user' | 'assistant';
+type Part = { type: 'text'; text: string } | { type: 'image_url'; image_url: { url: string } };
 interface Message {
   role: Role;
-  content: string;
+  content: string | Part[];
+}
+
+/** An image picked to go with the next message. */
+interface Attachment {
+  name: string;
+  /** data:image/…;base64,… (what is sent, and the thumbnail's source) */
+  url: string;
 }
 
 /** The figures the server adds to the last chunks of a stream. */
@@ -35,6 +43,7 @@ interface Health {
   model?: string;
   budget_bytes?: number;
   cache?: { hits?: number; misses?: number; hit_rate?: number | null; bytes_read?: number; direct?: boolean };
+  images?: { accepted?: boolean; max_bytes?: number };
 }
 
 function $<T extends HTMLElement>(id: string): T {
@@ -56,6 +65,9 @@ const ui = {
   input: $<HTMLTextAreaElement>('input'),
   send: $<HTMLButtonElement>('send'),
   stop: $<HTMLButtonElement>('stop'),
+  attach: $<HTMLButtonElement>('attach'),
+  attachInput: $<HTMLInputElement>('attach-input'),
+  attachments: $<HTMLElement>('attachments'),
   statsReply: $<HTMLElement>('stats-reply'),
   statsCache: $<HTMLElement>('stats-cache'),
 };
@@ -63,6 +75,10 @@ const ui = {
 /** The conversation so far, without the system prompt (that is read fresh each turn). */
 const conversation: Message[] = [];
 let controller: AbortController | null = null;
+/** Images waiting for the next message. */
+let pending: Attachment[] = [];
+/** The server's cap on one image (from /health), so a picture too large is refused here. */
+let maxImageBytes = Infinity;
 
 // ---- formatting -------------------------------------------------------------------------------
 
@@ -125,6 +141,11 @@ async function refreshHealth(): Promise<void> {
       ui.model.textContent = h.model;
       document.title = `waste · ${h.model}`;
     }
+    // a model without a vision tower has nothing to attach images to
+    const images = h.images?.accepted === true;
+    ui.attach.hidden = !images;
+    ui.attachInput.disabled = !images;
+    if (typeof h.images?.max_bytes === 'number') maxImageBytes = h.images.max_bytes;
     const c = h.cache;
     if (c) {
       const parts = [`cache: hit rate ${fmtRate(c.hit_rate)}`];
@@ -145,16 +166,32 @@ interface Bubble {
   content: HTMLElement;
 }
 
-function addMessage(role: 'user' | 'assistant', text = ''): Bubble {
+function thumbnail(a: Attachment): HTMLImageElement {
+  const img = document.createElement('img');
+  img.className = 'thumb';
+  img.src = a.url;
+  img.alt = a.name;
+  img.title = a.name;
+  return img;
+}
+
+function addMessage(role: 'user' | 'assistant', text = '', images: Attachment[] = []): Bubble {
   const root = document.createElement('div');
   root.className = `msg ${role}`;
   const who = document.createElement('div');
   who.className = 'role';
   who.textContent = role === 'user' ? 'You' : 'Assistant';
+  root.append(who);
+  if (images.length) {
+    const row = document.createElement('div');
+    row.className = 'images';
+    row.append(...images.map(thumbnail));
+    root.append(row);
+  }
   const content = document.createElement('div');
   content.className = 'content';
   content.textContent = text;
-  root.append(who, content);
+  root.append(content);
   ui.messages.append(root);
   scrollDown();
   return { root, thinking: null, content };
@@ -212,12 +249,67 @@ async function* sse(body: ReadableStream<Uint8Array>): AsyncGenerator<string> {
   }
 }
 
-async function send(text: string): Promise<void> {
+// ---- attached images -------------------------------------------------------------------------
+
+function showAttachments(): void {
+  ui.attachments.replaceChildren(
+    ...pending.map((a, i) => {
+      const item = document.createElement('div');
+      item.className = 'attachment';
+      const remove = document.createElement('button');
+      remove.type = 'button';
+      remove.textContent = '×';
+      remove.setAttribute('aria-label', `remove ${a.name}`);
+      remove.addEventListener('click', () => {
+        pending.splice(i, 1);
+        showAttachments();
+      });
+      item.append(thumbnail(a), remove);
+      return item;
+    }),
+  );
+  ui.attachments.hidden = pending.length === 0;
+}
+
+function readAsDataUrl(file: File): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const r = new FileReader();
+    r.onload = () => resolve(String(r.result));
+    r.onerror = () => reject(r.error ?? new Error('the file could not be read'));
+    r.readAsDataURL(file);
+  });
+}
+
+async function attach(files: FileList | null): Promise<void> {
+  for (const file of files ? [...files] : []) {
+    // the server decides what it can decode; these are only refused here because they never could be
+    if (!file.type.startsWith('image/')) {
+      showError(`${file.name} is not an image`);
+      continue;
+    }
+    if (file.size > maxImageBytes) {
+      showError(`${file.name} is ${fmtBytes(file.size)}, more than the ${fmtBytes(maxImageBytes)} the server takes`);
+      continue;
+    }
+    try {
+      pending.push({ name: file.name, url: await readAsDataUrl(file) });
+    } catch (e) {
+      showError(`${file.name}: ${(e as Error).message}`);
+    }
+  }
+  showAttachments();
+}
+
+// ---- sending ----------------------------------------------------------------------------------
+
+async function send(text: string, images: Attachment[]): Promise<void> {
   showError(null);
-  const user = addMessage('user', text);
+  const user = addMessage('user', text, images);
   const bubble = addMessage('assistant');
   bubble.root.classList.add('streaming');
-  conversation.push({ role: 'user', content: text });
+  // images before the text, as the library's chat.send shows them
+  const parts: Part[] = [...images.map((a): Part => ({ type: 'image_url', image_url: { url: a.url } })), ...(text ? [{ type: 'text', text } as Part] : [])];
+  conversation.push({ role: 'user', content: images.length ? parts : text });
 
   const system = ui.system.value.trim();
   const messages: Message[] = system ? [{ role: 'system', content: system }, ...conversation] : [...conversation];
@@ -322,6 +414,10 @@ async function send(text: string): Promise<void> {
     user.root.remove();
     bubble.root.remove();
     if (!ui.input.value) ui.input.value = text;
+    if (images.length) {
+      pending = [...images, ...pending];
+      showAttachments();
+    }
   }
   await refreshHealth();
   ui.input.focus();
@@ -335,9 +431,12 @@ $<HTMLFormElement>('controls').addEventListener('submit', (ev) => ev.preventDefa
 ui.composer.addEventListener('submit', (ev) => {
   ev.preventDefault();
   const text = ui.input.value.trim();
-  if (!text || controller) return;
+  if ((!text && !pending.length) || controller) return;
+  const images = pending;
   ui.input.value = '';
-  void send(text);
+  pending = [];
+  showAttachments();
+  void send(text, images);
 });
 
 ui.input.addEventListener('keydown', (ev) => {
@@ -348,6 +447,15 @@ ui.input.addEventListener('keydown', (ev) => {
 });
 
 ui.stop.addEventListener('click', () => controller?.abort());
+
+ui.attach.addEventListener('click', () => ui.attachInput.click());
+ui.attachInput.addEventListener('change', () => {
+  const files = ui.attachInput.files;
+  void attach(files).finally(() => {
+    // the same file may be picked again
+    ui.attachInput.value = '';
+  });
+});
 
 ui.clear.addEventListener('click', () => {
   conversation.length = 0;

@@ -36,7 +36,7 @@ export function countPads(ids: ArrayLike<number>, token: number): number {
  * renderer writes it (one `<|media_pad|>` per image) to the positions the model runs. The number
  * of placeholders must be the number of images.
  */
-export function expandPads(ids: readonly number[], token: number, images: readonly ImageRows[]): number[] {
+export function expandPads(ids: readonly number[], token: number, images: readonly Pick<ImageRows, 'count'>[]): number[] {
   const pads = countPads(ids, token);
   if (pads !== images.length) throw new WasteError('E_ARG', `the prompt has ${pads} image placeholder${pads === 1 ? '' : 's'} (<|media_pad|>, id ${token}) for ${images.length} image${images.length === 1 ? '' : 's'}`);
   const out: number[] = [];

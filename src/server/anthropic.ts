@@ -2,17 +2,22 @@ import { randomBytes } from 'node:crypto';
 import type { Hono } from 'hono';
 import { streamSSE } from 'hono/streaming';
 import { z } from 'zod';
-import type { ChatMessage } from '../tokenizer/chat.js';
 import { anthropicErrorBody, asApiError, badRequest } from './errors.js';
 import type { Host, TurnRequest, TurnResult } from './host.js';
+import { type DraftMessage, type DraftTurn, type RequestImage, inlineSource, urlSource } from './image-parts.js';
 import { TopK, parseBody, toolDecls } from './openai-request.js';
 import { STALL_MS, type TurnLog, holdEngine, queuedTurn, refuseIfBusy, streamAbort, streamTurn, wasteStats, writeOrAbort } from './run-turn.js';
 import type { RouteEnv } from './server.js';
 
 /** Anthropic's Messages API (POST /v1/messages), for clients that speak it. */
 const Text = z.object({ type: z.literal('text'), text: z.string() }).loose();
+const ImageSourceBlock = z.discriminatedUnion('type', [
+  z.object({ type: z.literal('base64'), media_type: z.string(), data: z.string() }).loose(),
+  z.object({ type: z.literal('url'), url: z.string() }).loose(),
+]);
 const Block = z.discriminatedUnion('type', [
   Text,
+  z.object({ type: z.literal('image'), source: ImageSourceBlock }).loose(),
   z.object({ type: z.literal('tool_use'), id: z.string(), name: z.string(), input: z.unknown() }).loose(),
   z.object({ type: z.literal('tool_result'), tool_use_id: z.string(), content: z.union([z.string(), z.array(Text)]).optional(), is_error: z.boolean().optional() }).loose(),
   z.object({ type: z.literal('thinking'), thinking: z.string() }).loose(),
@@ -37,8 +42,13 @@ const MessagesBody = z.object({
 });
 type MessagesBody = z.infer<typeof MessagesBody>;
 
-function messagesTurn(b: MessagesBody): TurnRequest {
-  const messages: ChatMessage[] = [];
+/** An image block's source, checked as far as it can be without reading it. */
+function imageOf(source: z.infer<typeof ImageSourceBlock>, where: string): RequestImage {
+  return { source: source.type === 'base64' ? inlineSource(source.media_type, source.data, where) : urlSource(source.url, where), where };
+}
+
+function messagesTurn(b: MessagesBody): DraftTurn {
+  const messages: DraftMessage[] = [];
   const system = typeof b.system === 'string' ? b.system : (b.system ?? []).map((t) => t.text).join('\n');
   if (system) messages.push({ role: 'system', content: system });
   b.messages.forEach((m, i) => {
@@ -47,16 +57,20 @@ function messagesTurn(b: MessagesBody): TurnRequest {
       return;
     }
     if (m.role === 'user') {
-      let text = '';
-      for (const block of m.content) {
+      // text and images in the order sent (K3's format shows each image where it sits)
+      const parts: (string | RequestImage)[] = [];
+      m.content.forEach((block, j) => {
         if (block.type === 'tool_result') {
           const c = block.content;
           const body = typeof c === 'string' ? c : (c ?? []).map((t) => t.text).join('');
           messages.push({ role: 'tool', content: block.is_error ? `Error: ${body}` : body, toolCallId: block.tool_use_id });
-        } else if (block.type === 'text') text += block.text;
+        } else if (block.type === 'text') parts.push(block.text);
+        else if (block.type === 'image') parts.push(imageOf(block.source, `messages[${i}].content[${j}]`));
         else throw badRequest(`messages[${i}]: a user message cannot hold a ${block.type} block`, 'messages');
-      }
-      if (text) messages.push({ role: 'user', content: text });
+      });
+      const text = parts.filter((p): p is string => typeof p === 'string').join('');
+      if (parts.some((p) => typeof p !== 'string')) messages.push({ role: 'user', content: text, parts });
+      else if (text) messages.push({ role: 'user', content: text });
       return;
     }
     let content = '';
@@ -67,6 +81,7 @@ function messagesTurn(b: MessagesBody): TurnRequest {
       else if (block.type === 'thinking') reasoning += block.thinking;
       else if (block.type === 'tool_use') calls.push({ id: block.id, name: block.name, arguments: JSON.stringify(block.input ?? {}) });
       else if (block.type === 'tool_result') throw badRequest(`messages[${i}]: an assistant message cannot hold a tool_result block`, 'messages');
+      else if (block.type === 'image') throw badRequest(`messages[${i}]: only a user message may hold images`, 'messages');
     }
     messages.push({ role: 'assistant', content, ...(calls.length ? { toolCalls: calls } : {}), ...(reasoning ? { reasoning } : {}) });
   });
@@ -119,7 +134,8 @@ const usage = (prompt: number, cached: number, output: number) => ({ input_token
 export function anthropicRoutes(app: Hono<RouteEnv>, host: Host): void {
   app.post('/v1/messages/count_tokens', async (c) => {
     const b = parseBody(MessagesBody.extend({ max_tokens: z.number().int().min(1).optional().default(1) }), await c.get('json')());
-    const n = host.countTokens(messagesTurn(b));
+    // each image counted as the rows it will take, as the turn would feed them
+    const n = host.countTokens(await host.images.count(messagesTurn(b), c.req.raw.signal));
     // as /v1/messages answers it: a conversation the model cannot take is the client's 400, and
     // its message carries the count, for a client that trims
     host.checkFits(n);
@@ -129,8 +145,8 @@ export function anthropicRoutes(app: Hono<RouteEnv>, host: Host): void {
   app.post('/v1/messages', async (c) => {
     refuseIfBusy(host);
     const body = parseBody(MessagesBody, await c.get('json')());
-    const req = host.prepare(messagesTurn(body));
     const signal = c.req.raw.signal;
+    const req = host.prepare(await host.images.resolve(messagesTurn(body), signal));
     const log: TurnLog = { stream: !!body.stream, waitedSeconds: 0 };
     c.set('turn', log);
     const id = `msg_${randomBytes(12).toString('hex')}`;
@@ -173,7 +189,7 @@ export function anthropicRoutes(app: Hono<RouteEnv>, host: Host): void {
         await send('content_block_start', { index, content_block: block });
       };
       try {
-        await send('message_start', { message: { id, type: 'message', role: 'assistant', model, content: [], stop_reason: null, stop_sequence: null, usage: usage(req.ids.length - req.forcedIds, Math.min(host.cachedFor(req.ids, 1), req.ids.length - req.forcedIds), 0) } });
+        await send('message_start', { message: { id, type: 'message', role: 'assistant', model, content: [], stop_reason: null, stop_sequence: null, usage: usage(req.ids.length - req.forcedIds, Math.min(host.cachedFor(req.ids, 1, req.images), req.ids.length - req.forcedIds), 0) } });
         const r = await streamTurn(host, req, ac.signal, async (e) => {
           if (ac.signal.aborted) return;
           if (e.kind === 'reasoning') {

@@ -9,7 +9,8 @@ import { replyReader } from '../generate/reply-reader.js';
 import { ReplyStream } from '../generate/reply-stream.js';
 import { type SamplingOptions, Sampler } from '../generate/sampler.js';
 import type { Session } from '../engine/session.js';
-import { type ChatMessage, type ToolCall, encodeSegments } from '../tokenizer/chat.js';
+import { type ChatMessage, type ToolCall, encodeSegments, messageImages } from '../tokenizer/chat.js';
+import { type ImageRows, countPads, expandPads } from '../engine/image-rows.js';
 import { markerIds } from '../tokenizer/xtml/format.js';
 import { linkedAbort } from '../util/abort.js';
 import { relay } from '../util/relay.js';
@@ -17,6 +18,7 @@ import { type ToolDecl, turnConstraint } from './constraints.js';
 import { ApiError, badRequest, fromClient } from './errors.js';
 import { promptOptions } from './prompt-options.js';
 import { FairQueue } from './queue.js';
+import { type ImageCount, type ImageOptions, ServerImages } from './images.js';
 
 /** One chat turn as both APIs ask for it. */
 export interface TurnRequest {
@@ -89,6 +91,8 @@ export interface PreparedTurn {
   constraint: TokenConstraint | undefined;
   endTokens: number[];
   toolsOffered: boolean;
+  /** The conversation's images (their rows), in the order their placeholders come in `ids`. */
+  images: ImageRows[];
 }
 
 export interface HostOptions {
@@ -100,6 +104,8 @@ export interface HostOptions {
   queueLimit: number;
   /** Conversations kept at once, each in its own session (default 1); the model must have room for them. */
   sessions?: number;
+  /** How image parts are taken (sizes, URLs). */
+  images?: ImageOptions;
 }
 
 /**
@@ -115,12 +121,14 @@ export class Host {
   private clock = 0;
   private vocabCache: TokenVocab | undefined;
   readonly started = Date.now();
+  readonly images: ServerImages;
 
   constructor(
     readonly model: Model,
     readonly opts: HostOptions,
   ) {
     this.queue = new FairQueue(opts.queueLimit);
+    this.images = new ServerImages(model, opts.images);
   }
 
   /**
@@ -128,25 +136,28 @@ export class Host {
    * longest prefix of `ids` (with at least `minNew` tokens after it), so a conversation continues
    * where it left off; else a new session while there is room for one, else the least recently
    * used, started over. The logits are the same either way: this changes speed, never the answer.
+   * With `images` (those of `ids`), a history is kept only where the same images sit, and the
+   * images still to feed come back.
    */
-  sessionFor(ids: readonly number[], minNew: number): { session: Session; fresh: number[] } {
-    let pick = this.continuing(ids, minNew);
+  sessionFor(ids: readonly number[], minNew: number, images: readonly ImageRows[] = []): { session: Session; fresh: number[]; images: ImageRows[] } {
+    let pick = this.continuing(ids, minNew, images);
     if (!pick && this.pool.length < (this.opts.sessions ?? 1)) this.pool.push((pick = { session: this.model.newSession(), used: 0 }));
     pick ??= this.pool.reduce((a, b) => (b.used < a.used ? b : a));
     pick.used = ++this.clock;
-    return { session: pick.session, fresh: pick.session.resume(ids, minNew).fresh };
+    const r = pick.session.resume(ids, minNew, images);
+    return { session: pick.session, fresh: r.fresh, images: r.images };
   }
 
   /** The kept session with the longest history that `ids` extends by at least `minNew` tokens. */
-  private continuing(ids: readonly number[], minNew: number): (typeof this.pool)[number] | undefined {
+  private continuing(ids: readonly number[], minNew: number, images: readonly ImageRows[]): (typeof this.pool)[number] | undefined {
     let pick: (typeof this.pool)[number] | undefined;
-    for (const p of this.pool) if (p.session.continues(ids, minNew) && (!pick || p.session.position > pick.session.position)) pick = p;
+    for (const p of this.pool) if (p.session.continues(ids, minNew, images) && (!pick || p.session.position > pick.session.position)) pick = p;
     return pick;
   }
 
   /** The prompt tokens a turn on `ids` will not feed again (what `sessionFor` would keep), for a reply's headers. */
-  cachedFor(ids: readonly number[], minNew: number): number {
-    return this.continuing(ids, minNew)?.session.position ?? 0;
+  cachedFor(ids: readonly number[], minNew: number, images: readonly ImageRows[] = []): number {
+    return this.continuing(ids, minNew, images)?.session.position ?? 0;
   }
 
   /** How many sessions are kept (of at most `sessions`) and the tokens each holds. */
@@ -162,13 +173,24 @@ export class Host {
     return (this.vocabCache ??= vocabOf(this.model.tokenizer()));
   }
 
-  /** Render a turn's prompt: the ids, and whether the reply starts inside the reasoning block. */
+  /**
+   * Render a turn's prompt: the ids (each image's placeholder repeated once per row of it), and
+   * whether the reply starts inside the reasoning block.
+   */
   private prompt(req: TurnRequest): { ids: number[]; reasoningFirst: boolean } {
     const format = this.model.chatFormat();
     const tok = this.model.tokenizer();
     const opts = promptOptions(req, format);
     // the template refusing or mangling this conversation is about the conversation
-    const ids = fromClient('messages', () => format.encode(tok, req.messages, opts), ['E_UNSUPPORTED', 'E_FORMAT']);
+    const rendered = fromClient('messages', () => format.encode(tok, req.messages, opts), ['E_UNSUPPORTED', 'E_FORMAT']);
+    const images = messageImages<ImageCount>(req.messages);
+    const token = this.model.vision?.mediaToken;
+    let ids = rendered;
+    if (images.length && token !== undefined) {
+      // a chat template of the model's own may have no place for images
+      if (countPads(rendered, token) !== images.length) throw badRequest(`this model's chat format (${format.source}) has no place for images`, 'messages');
+      ids = expandPads(rendered, token, images);
+    }
     return { ids, reasoningFirst: replyReader(format, tok, ids, { tools: false }).startsInReasoning };
   }
 
@@ -233,7 +255,8 @@ export class Host {
     this.checkFits(all.length);
     // the forced beginning counts against the reply's tokens
     const maxTokens = Math.max(1, Math.min(Math.min(req.maxTokens ?? this.opts.maxTokens, this.opts.maxTokens) - forcedIds.length, limit - all.length));
-    return { req, ids: all, reasoningFirst, maxTokens, forced: plan.forced, forcedIds: forcedIds.length, constraint: plan.constraint, endTokens, toolsOffered };
+    const images = messageImages<ImageRows>(req.messages);
+    return { req, ids: all, reasoningFirst, maxTokens, forced: plan.forced, forcedIds: forcedIds.length, constraint: plan.constraint, endTokens, toolsOffered, images };
   }
 
   /**
@@ -245,7 +268,7 @@ export class Host {
     const format = this.model.chatFormat();
     const tok = this.model.tokenizer();
     // at least one new token: the reply needs the logits after the last prompt token
-    const { session, fresh } = this.sessionFor(ids, 1);
+    const { session, fresh, images } = this.sessionFor(ids, 1, turn.images);
     const endId = tok.specialId(format.assistantEnd);
     const prompt = ids.slice(0, ids.length - turn.forcedIds);
     const reader = replyReader(format, tok, prompt, { tools: turn.toolsOffered });
@@ -260,6 +283,7 @@ export class Host {
       maxTokens,
       signal: local.controller.signal,
       constraint,
+      ...(images.length ? { images } : {}),
       stop: [...(endId === undefined && format.assistantEnd ? [format.assistantEnd] : []), ...(reader.byToken ? [] : (req.sampling.stop ?? []))],
       stopTokens: endTokens,
     });
@@ -332,9 +356,10 @@ export class Host {
     return validator(schema)(doc);
   }
 
-  close(): Promise<void> {
+  async close(): Promise<void> {
     for (const p of this.pool) p.session.close();
     this.pool = [];
+    await this.images.close();
     return this.model.close();
   }
 }

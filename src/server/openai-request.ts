@@ -1,9 +1,9 @@
 import { z } from 'zod';
 import { compileSchema } from '../constrain/schema-compile.js';
-import type { ChatMessage } from '../tokenizer/chat.js';
 import type { ToolDecl } from './constraints.js';
 import { badRequest, fromClient } from './errors.js';
 import type { TurnRequest } from './host.js';
+import { type DraftMessage, type DraftTurn, type RequestImage, urlSource } from './image-parts.js';
 
 /**
  * The body of POST /v1/chat/completions. Fields we do not know are ignored (clients send many);
@@ -122,17 +122,34 @@ export function parseBody<T>(schema: z.ZodType<T>, body: unknown): T {
   return r.data;
 }
 
-/** A message's content as text, and its text parts as sent (a format may tokenize them apart), and its name. */
-function text(m: { content?: z.infer<typeof Content>; name?: string }, where: string): Pick<ChatMessage, 'content' | 'parts' | 'name'> {
+/** An image part: `image_url` as an object with its `url` (OpenAI's), or the URL alone (some clients send that). */
+const ImageUrlPart = z.object({ type: z.literal('image_url'), image_url: z.union([z.string(), z.object({ url: z.string(), detail: z.string().optional() }).loose()]) });
+
+/**
+ * A message's content as text, its parts as sent (a format may tokenize them apart, and K3's puts
+ * a media block where each image is), and its name. Only a user message may hold images.
+ */
+function text(m: { role: string; content?: z.infer<typeof Content>; name?: string }, where: string): Pick<DraftMessage, 'content' | 'parts' | 'name'> {
   const named = m.name !== undefined ? { name: m.name } : {};
   const content = m.content;
   if (content === null || content === undefined) return { content: '', ...named };
   if (typeof content === 'string') return { content, ...named };
-  const parts = content.map((p, i) => {
-    if (p.type !== 'text' || typeof (p as { text?: unknown }).text !== 'string') throw badRequest(`${where}.content[${i}]: only text parts are supported (got "${p.type}")`, `${where}.content`);
+  let images = 0;
+  const parts = content.map((p, i): string | RequestImage => {
+    const at = `${where}.content[${i}]`;
+    if (p.type === 'image_url') {
+      if (m.role !== 'user') throw badRequest(`${at}: only a user message may hold images (this one is the ${m.role}'s)`, `${where}.content`);
+      const r = ImageUrlPart.safeParse(p);
+      if (!r.success) throw badRequest(`${at}.${zodMessage(r.error).message}`, `${where}.content`);
+      images++;
+      const url = typeof r.data.image_url === 'string' ? r.data.image_url : r.data.image_url.url;
+      return { source: urlSource(url, at), where: at };
+    }
+    if (p.type !== 'text' || typeof (p as { text?: unknown }).text !== 'string') throw badRequest(`${at}: only text and image_url parts are supported (got "${p.type}")`, `${where}.content`);
     return (p as { text: string }).text;
   });
-  return { content: parts.join(''), ...(parts.length > 1 ? { parts } : {}), ...named };
+  const texts = parts.filter((p): p is string => typeof p === 'string');
+  return { content: texts.join(''), ...(parts.length > 1 || images ? { parts } : {}), ...named };
 }
 
 /**
@@ -195,9 +212,9 @@ export function samplingOf(b: z.infer<typeof SamplingFields>): TurnRequest['samp
   return sampling;
 }
 
-/** A chat completion request as a turn for the engine. */
-export function chatTurn(b: ChatCompletionBody): TurnRequest {
-  const messages: ChatMessage[] = b.messages.map((m, i) => {
+/** A chat completion request as a turn for the engine (its images still to be read: see ServerImages). */
+export function chatTurn(b: ChatCompletionBody): DraftTurn {
+  const messages: DraftMessage[] = b.messages.map((m, i) => {
     const where = `messages[${i}]`;
     switch (m.role) {
       case 'system':

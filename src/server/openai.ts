@@ -42,6 +42,8 @@ export function openaiRoutes(app: Hono<RouteEnv>, host: Host): void {
       experts: host.model.config.moe.experts,
       experts_per_token: host.model.config.moe.topK,
       budget_bytes: host.model.stats().budgetBytes,
+      // image_url parts are taken (a vision tower, not turned off)
+      vision: host.images.accepted,
     },
   });
   app.get('/v1/models', (c) => c.json({ object: 'list', data: [modelObject()] }));
@@ -50,10 +52,11 @@ export function openaiRoutes(app: Hono<RouteEnv>, host: Host): void {
   app.post('/v1/chat/completions', async (c) => {
     refuseIfBusy(host);
     const body = parseBody(ChatCompletionBody, await c.get('json')());
-    const turn = chatTurn(body);
+    const signal = c.req.raw.signal;
+    // its images through the tower first: a damaged one is a 400 before the request waits
+    const turn = await host.images.resolve(chatTurn(body), signal);
     // each choice is its own turn (a grammar's state is per reply), prepared before the queue
     const reqs = Array.from({ length: body.n ?? 1 }, (_, i) => host.prepare({ ...turn, sampling: choiceSampling(turn.sampling, i) }));
-    const signal = c.req.raw.signal;
     const log: TurnLog = { stream: !!body.stream, waitedSeconds: 0 };
     c.set('turn', log);
     const id = `chatcmpl-${randomBytes(12).toString('hex')}`;

@@ -8,6 +8,7 @@ import { bodyLimit } from 'hono/body-limit';
 import { type OpenOptions, Model } from '../engine/model.js';
 import { ApiError, anthropicErrorBody, asApiError, badRequest, openaiErrorBody } from './errors.js';
 import { Host } from './host.js';
+import type { ImageOptions } from './images.js';
 import { anthropicRoutes } from './anthropic.js';
 import { completionRoutes } from './completions.js';
 import { openaiRoutes } from './openai.js';
@@ -33,8 +34,10 @@ export interface ServerOptions {
   queueLimit?: number;
   /** Conversations kept at once, each in its own session (default 1); reserved when the model opens. */
   sessions?: number;
-  /** Largest request body in bytes (default 8 MiB). */
+  /** Largest request body in bytes (default 8 MiB); an image sent inline is part of it. */
   maxBodyBytes?: number;
+  /** How image parts are taken: their size, and whether http(s) image URLs are fetched. */
+  images?: ImageOptions;
   /** Where request log lines go (default: standard error); false for none. */
   log?: ((line: string) => void) | false;
 }
@@ -177,6 +180,7 @@ export function createApp(host: Host, opts: Pick<ServerOptions, 'apiKey' | 'maxB
       context_length: host.contextLength,
       queue: { running: host.queue.running, waiting: host.queue.queued },
       sessions: host.sessionStats(),
+      images: imageStats(host),
       cache: { slots: s.slots, hits: s.hits, misses: s.misses, hit_rate: s.hitRate, bytes_read: s.bytesRead, direct: s.direct },
     });
   });
@@ -195,6 +199,12 @@ export function createApp(host: Host, opts: Pick<ServerOptions, 'apiKey' | 'maxB
   return app;
 }
 
+/** Whether the model takes images, how, and what its tower has done (the chat page reads `accepted`). */
+function imageStats(host: Host) {
+  const i = host.images;
+  return { accepted: i.accepted, urls: i.accepted && i.opts.allowUrls, max_bytes: i.opts.maxBytes, max_pixels: i.opts.maxPixels, decoding: i.decoding, encoded: i.encoded, reused: i.reused };
+}
+
 /** The directory name a model goes by (without a .waste suffix). */
 export function modelIdOf(dir: string): string {
   return path.basename(path.resolve(dir)).replace(/\.waste$/, '') || 'model';
@@ -206,7 +216,13 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   requireTokenizerFiles(opts.model);
   const model = await Model.open(opts.model, { ...opts.open, sessions });
   model.tokenizer(); // a model without a tokenizer cannot chat: say so now, not on the first request
-  const host = new Host(model, { id: opts.modelId ?? modelIdOf(opts.model), maxTokens: opts.maxTokens ?? 4096, queueLimit: opts.queueLimit ?? 16, sessions });
+  let host: Host;
+  try {
+    host = new Host(model, { id: opts.modelId ?? modelIdOf(opts.model), maxTokens: opts.maxTokens ?? 4096, queueLimit: opts.queueLimit ?? 16, sessions, images: opts.images });
+  } catch (e) {
+    await model.close();
+    throw e;
+  }
   const hostname = opts.host ?? '127.0.0.1';
   const app = createApp(host, { ...opts, loopbackOnly: hostname === 'localhost' || hostname === '::1' || hostname.startsWith('127.') });
   let server: ReturnType<typeof serve>;

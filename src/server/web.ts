@@ -29,7 +29,8 @@ export function webRoutes(app: Hono<RouteEnv>): void {
         'content-type': type,
         'cache-control': 'no-cache',
         // the page talks to this server only
-        'content-security-policy': "default-src 'self'; style-src 'self'; script-src 'self'; connect-src 'self'",
+        // (images: the thumbnails of attached pictures are their data: URLs)
+        'content-security-policy': "default-src 'self'; style-src 'self'; script-src 'self'; connect-src 'self'; img-src 'self' data:",
       });
     });
   }

@@ -5,6 +5,8 @@ import { modelOrDemo } from '../default-model.js';
 import { type EngineFlags, addEngineOptions, openOptions } from '../engine-options.js';
 import { parseSize } from '../../util/size.js';
 import { OPTION_BOUNDS } from '../../engine/options.js';
+import { DEFAULT_MAX_IMAGE_BYTES } from '../../image/decode.js';
+import { WasteError } from '../../util/errors.js';
 
 interface ServeFlags extends EngineFlags {
   host: string;
@@ -15,6 +17,9 @@ interface ServeFlags extends EngineFlags {
   queue: number;
   sessions: number;
   maxBody: string;
+  allowImageUrls: boolean;
+  maxImageSize: string;
+  maxImagePixels: number;
   quiet: boolean;
 }
 
@@ -33,11 +38,16 @@ export function registerServe(program: Command): void {
       .option('--max-tokens <n>', 'most tokens one reply may have (requests asking for more are clipped)', intArg(1, 1 << 24), 4096)
       .option('--queue <n>', 'requests that may wait for the engine; more get 429 Too Many Requests', intArg(0, 100000), 16)
       .option('--sessions <n>', 'conversations kept at once, each continuing where it left off (each reserves its context\'s state in the budget)', intArg(...OPTION_BOUNDS.sessions), 1)
-      .option('--max-body <size>', 'largest request body (bytes, K, M)', '8M')
+      .option('--max-body <size>', 'largest request body (bytes, K, M); images sent inline count in it', '8M')
+      .option('--allow-image-urls', 'fetch http(s) image URLs that requests name (any address this machine reaches, local ones too: only for clients you trust)', false)
+      .option('--max-image-size <size>', 'largest image, sent inline or fetched (bytes, K, M; at most 64M)', '20M')
+      .option('--max-image-pixels <n>', 'most pixels in an image, checked before it is decoded', intArg(1, 64 * 1024 * 1024), 16 * 1024 * 1024)
       .option('-q, --quiet', 'no request log lines', false),
   ).action(async (modelArg: string | undefined, o: ServeFlags) => {
     const model = modelOrDemo(modelArg);
     const maxBodyBytes = parseSize(o.maxBody, undefined, '--max-body');
+    const maxImageBytes = parseSize(o.maxImageSize, undefined, '--max-image-size');
+    if (maxImageBytes > DEFAULT_MAX_IMAGE_BYTES) throw new WasteError('E_ARG', `--max-image-size ${o.maxImageSize}: at most ${DEFAULT_MAX_IMAGE_BYTES} bytes (the decoder's limit)`);
     if (!LOOPBACK.has(o.host) && !o.apiKey) process.stderr.write(`waste serve: warning: listening on ${o.host} without --api-key: anyone who can reach this address can use the model\n`);
     const server = await startServer({
       model,
@@ -50,6 +60,7 @@ export function registerServe(program: Command): void {
       queueLimit: o.queue,
       sessions: o.sessions,
       maxBodyBytes,
+      images: { allowUrls: o.allowImageUrls, maxBytes: maxImageBytes, maxPixels: o.maxImagePixels },
       log: o.quiet ? false : undefined,
     });
     const s = server.host.model.stats();

@@ -4,6 +4,7 @@ import type { Command } from 'commander';
 import { architectureOf } from '../../model/registry.js';
 import { ApiError } from '../../server/errors.js';
 import { ChatCompletionBody, chatTurn, parseBody } from '../../server/openai-request.js';
+import { textOnly } from '../../server/image-parts.js';
 import { promptOptions } from '../../server/prompt-options.js';
 import { type PromptSegment, encodeSegments, loadChatFormat } from '../../tokenizer/chat.js';
 import { requireTokenizer } from '../../tokenizer/load.js';
@@ -96,7 +97,7 @@ export function registerTemplate(program: Command): void {
         } else {
           if (doc.image_sizes !== undefined) throw new WasteError('E_FORMAT', `"image_sizes": this model's format (${format.source}) has no images`);
           const { thinking_effort, add_generation_prompt, ...rest } = doc;
-          const req = chatTurn(parseBody(ChatCompletionBody, { ...rest, ...(thinking_effort !== undefined ? { reasoning_effort: thinking_effort } : {}) }));
+          const req = textOnly(chatTurn(parseBody(ChatCompletionBody, { ...rest, ...(thinking_effort !== undefined ? { reasoning_effort: thinking_effort } : {}) })), `this model's format (${format.source}) has no images`);
           segments = format.render(req.messages, promptOptions(req, format, (add_generation_prompt as boolean | null) ?? true), tok);
           ids = encodeSegments(tok, segments);
         }
