@@ -200,8 +200,11 @@ export class KimiK3Tower implements VisionTower {
         k.matmul(b.wqkv, y, qkv.subarray(t0 * 3 * Q, (t0 + T) * 3 * Q), T);
       }
       rotate(qkv, L, heads, hd, rope);
+      await turn();
       k.attendAll(qkv, L, heads, hd, scale, ob);
       for (let t0 = 0; t0 < L; t0 += TILE) {
+        // a block takes seconds at K3's widths: timers, signals and sockets get turns inside it
+        if (t0 > 0 && t0 % (8 * TILE) === 0) await turn();
         const T = Math.min(TILE, L - t0);
         const xs = x.subarray(t0 * D, (t0 + T) * D);
         k.matmul(b.wo, ob.subarray(t0 * Q, (t0 + T) * Q), y, T);
