@@ -2,15 +2,15 @@
 import { dotF32 } from './matmul';
 
 /**
- * Full (bidirectional) softmax attention for the query rows [i0, i1) of a packed qkv buffer
+ * Full (bidirectional) softmax attention for the query rows q0 + [i0, i1) of a packed qkv buffer
  * [L][3][heads][hd] (row stride 3·heads·hd floats), every head; out [L][heads][hd]. Each output row
  * is computed from its own query and every key and value in one fixed order, so any split of the
  * rows across threads gives the same bits. `tmp` holds L f32 scores.
  */
-export function vit_attn(qkv: usize, L: i32, heads: i32, hd: i32, scale: f32, out: usize, tmp: usize, i0: i32, i1: i32): void {
+export function vit_attn(qkv: usize, L: i32, heads: i32, hd: i32, scale: f32, out: usize, q0: i32, tmp: usize, i0: i32, i1: i32): void {
   const Q = <usize>heads * <usize>hd;
   const stride = 3 * Q * 4;
-  for (let i = i0; i < i1; i++) {
+  for (let i = q0 + i0; i < q0 + i1; i++) {
     for (let h = 0; h < heads; h++) {
       const q = qkv + <usize>i * stride + ((<usize>h * <usize>hd) << 2);
       let max: f32 = -Infinity;

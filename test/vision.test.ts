@@ -209,14 +209,18 @@ describe('the tower and its rows in the prompt (a converted K3 checkpoint)', () 
     const m = await Model.open(dir, { threads: 2 });
     try {
       const pad = m.vision!.mediaToken;
+      const before = m.stats().allocatedBytes;
       const img = await m.encodeImage(picture(60, 40));
+      // the tower loaded into the room set aside at open: nothing more was charged
+      assert.equal(m.stats().allocatedBytes, before);
       const s = m.newSession();
       await assert.rejects(s.forward([1, pad, 2], { images: [img] }), (e: unknown) => e instanceof WasteError && e.code === 'E_ARG' && /repeated once per row/.test(e.message));
       assert.throws(() => expandPads([1, pad, pad], pad, [img]), /2 image placeholders .* for 1 image/);
       assert.equal(s.position, 0, 'a refused forward consumed tokens');
-      const st = m.stats();
-      assert.ok(st.allocatedBytes <= st.budgetBytes, `allocated ${st.allocatedBytes} > budget ${st.budgetBytes}`);
       assert.ok(m.plan.visionBytes > 0 && m.visionLoaded);
+      // rows of another width are not this model's
+      const alien = { ...img, rows: new Float32Array(img.count * 64) };
+      await assert.rejects(s.forward(expandPads([1, pad], pad, [alien]), { images: [alien] }), /not 128-wide rows of this model/);
     } finally {
       await m.close();
     }
@@ -250,6 +254,78 @@ describe('the tower and its rows in the prompt (a converted K3 checkpoint)', () 
     }
   });
 
+  it("a session loaded from a file never reuses a prefix that held an image, with images or without", async () => {
+    const m = await Model.open(dir, { threads: 2 });
+    try {
+      const pad = m.vision!.mediaToken;
+      const img = await m.encodeImage(picture(60, 60, 3));
+      const ids = expandPads([5, pad, 6], pad, [img]);
+      const s = m.newSession();
+      await s.forward(ids, { images: [img] });
+      const file = path.join(tmpDir('vision-session'), 's.waste');
+      s.save(file);
+      s.close();
+      const t = m.newSession();
+      t.load(file);
+      assert.equal(t.continues([...ids, 7], 1), false, 'reused without the image');
+      assert.equal(t.continues([...ids, 7], 1, [img]), false, 'reused an image it cannot know');
+      assert.equal(t.resume([...ids, 7], 1, [img]).reset, true);
+      t.close();
+    } finally {
+      await m.close();
+    }
+  });
+
+  it('the native route keeps more patches when the tower has room for them, and the room is what the plan reserved', async () => {
+    const big = picture(420, 300, 5);
+    const small = await Model.open(dir, { threads: 2 });
+    const wide = await Model.open(dir, { threads: 2, imagePatches: 1200 });
+    try {
+      // at the default room (1024 patches) the release's route shrinks the image to fit it
+      const a = await small.encodeImage(big, { route: 'native' });
+      assert.ok(a.gh * a.gw <= 1024, `${a.gh} x ${a.gw}`);
+      const before = wide.stats().allocatedBytes;
+      const b = await wide.encodeImage(big, { route: 'native' });
+      assert.deepEqual([b.gh, b.gw], [22, 30]);
+      assert.equal(wide.stats().allocatedBytes, before, 'the tower grew past its reserved room');
+      assert.ok(wide.plan.visionBytes > small.plan.visionBytes);
+    } finally {
+      await small.close();
+      await wide.close();
+    }
+  });
+
+  it("an abort from a timer while the tower runs ends the chat's turn as aborted, and the conversation goes on", async () => {
+    const m = await Model.open(dir, { threads: 1 });
+    try {
+      const chat = m.chat({ thinking: false });
+      const stop = new AbortController();
+      setTimeout(() => stop.abort(), 5);
+      const it = chat.send({ text: 'look', images: [picture(448, 448, 6)] }, { maxTokens: 2, signal: stop.signal });
+      let r = await it.next();
+      while (!r.done) r = await it.next();
+      assert.equal(r.value.finish, 'aborted');
+      assert.equal(chat.messages.length, 0, 'the aborted turn joined the conversation');
+      let text = '';
+      for await (const piece of chat.send('and now?', { maxTokens: 2 })) text += piece;
+      assert.equal(chat.last?.finish === 'aborted', false);
+    } finally {
+      await m.close();
+    }
+  });
+
+  it('a placeholder typed in text stays text when the conversation has images', async () => {
+    const m = await Model.open(dir, { threads: 2 });
+    try {
+      const chat = m.chat({ thinking: false });
+      for await (const _ of chat.send({ text: 'a <|kimi_image_placeholder|> typed', images: [picture(40, 40)] }, { maxTokens: 1 })) void _;
+      for await (const _ of chat.send({ text: 'again', images: [picture(40, 40, 2)] }, { maxTokens: 1 })) void _;
+      assert.equal(chat.messages.length, 4);
+    } finally {
+      await m.close();
+    }
+  });
+
   it('damaged vision configs are refused in one line naming the field', async () => {
     const cases: [string, (v: Record<string, unknown>) => void, RegExp][] = [
       ['merge', (v) => (v.merge_kernel_size = [3, 3]), /merge_kernel_size/],
@@ -258,6 +334,8 @@ describe('the tower and its rows in the prompt (a converted K3 checkpoint)', () 
       ['activation', (v) => (v.activation_func = 'relu'), /activation_func/],
       ['patches', (v) => (v.max_patches = 1e9), /max_patches/],
       ['mean', (v) => (v.image_mean = [0.5]), /image_mean/],
+      ['std', (v) => (v.image_std = [1e-46, 0.5, 0.5]), /image_std/],
+      ['mlp', (v) => (v.mlp_type = 'swiglu'), /mlp_type/],
     ];
     for (const [label, damage, want] of cases) {
       const d = copyContainer(dir);

@@ -3,6 +3,7 @@ import { expandPads } from '../engine/image-rows.js';
 import { readImageFile } from '../image/decode.js';
 import { type ImageRoute, rowsFor } from '../image/preprocess.js';
 import { WasteError } from '../util/errors.js';
+import { MAX_IMAGE_PATCHES } from '../engine/options.js';
 import { table } from './measure.js';
 
 export interface ImageBenchResult {
@@ -21,7 +22,9 @@ export interface ImageBenchResult {
   prefill_image_s: number;
   prefill_text_s: number;
   /** Image rows in the prompt for typical sizes, by route. */
-  rows_for: { size: string; waste: number; native: number }[];
+  rows_for: { size: string; waste: number; native: number; native_max: number }[];
+  /** The most patches an image may become as opened (--image-patches). */
+  image_patches: number;
   threads: number;
 }
 
@@ -82,7 +85,8 @@ export async function benchImage(model: string, file: string, opts: OpenOptions 
       tower_s: best,
       prefill_image_s: prefillImage,
       prefill_text_s: prefillText,
-      rows_for: sizes.map(([w, h]) => ({ size: `${w}x${h}`, waste: rowsFor(w, h, v, 'waste'), native: rowsFor(w, h, v, 'native') })),
+      rows_for: sizes.map(([w, h]) => ({ size: `${w}x${h}`, waste: rowsFor(w, h, v, 'waste'), native: rowsFor(w, h, v, 'native'), native_max: rowsFor(w, h, { ...v, towerLimit: MAX_IMAGE_PATCHES }, 'native') })),
+      image_patches: v.towerLimit,
       threads: m.threads,
     };
   } finally {
@@ -97,8 +101,8 @@ export function renderImageBench(r: ImageBenchResult): string {
     `tower ${r.tower_s.toFixed(3)} s (loading it first: ${r.tower_load_s.toFixed(3)} s)\n` +
     `prefill of ${n} positions holding the image ${r.prefill_image_s.toFixed(3)} s, of ${n} text tokens ${r.prefill_text_s.toFixed(3)} s\n` +
     table(
-      r.rows_for.map((x) => [x.size, x.waste, x.native]),
-      ['image', 'rows (waste)', 'rows (native)'],
+      r.rows_for.map((x) => [x.size, x.waste, x.native, x.native_max]),
+      ['image', 'rows (waste)', `rows (native, ${r.image_patches} patches)`, `rows (native, ${MAX_IMAGE_PATCHES} patches)`],
     )
   );
 }

@@ -17,6 +17,7 @@ export interface EngineFlags {
   direct: boolean;
   warm: boolean;
   vision: boolean;
+  imagePatches?: number;
   ctx: number;
   chunk: number;
   kernelImpl: 'wasm' | 'typescript';
@@ -35,6 +36,7 @@ export function addEngineOptions(cmd: Command): Command {
     .option('--no-direct', 'read experts through the page cache instead of O_DIRECT')
     .option('--no-warm', "ignore the container's usage.waste hotlist")
     .option('--no-vision', "leave the vision tower's room in the budget to the expert cache (images are then refused)")
+    .option('--image-patches <n>', "the most patches of 14 pixels an image may become (default: the model's max_patches, 1024 for K3); --image-route native needs more to keep an image's resolution (4096 for 896 x 896), at a cost growing with its square", intArg(...OPTION_BOUNDS.imagePatches))
     .addOption(new Option('--kernel-impl <impl>', 'kernel implementation (typescript: the plain reference, single-threaded)').choices(['wasm', 'typescript']).default('wasm'));
 }
 
@@ -49,6 +51,7 @@ export function openOptions(f: EngineFlags): OpenOptions {
     direct: f.direct,
     warm: f.warm,
     vision: f.vision,
+    imagePatches: f.imagePatches,
     maxContext: f.ctx,
     chunk: f.chunk,
     kernels: f.kernelImpl,

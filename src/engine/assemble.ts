@@ -47,7 +47,7 @@ export interface ModelParts {
   /** The reserved sessions' states, allocated at open so the budget covers them from the start. */
   states: SequenceState[];
   /** The vision tower, when the model has one and room was reserved for it: loaded by the first image. */
-  vision: { spec: VisionSpec; bytes: number; source: WeightSource } | undefined;
+  vision: VisionParts | undefined;
   /** Release what the model holds (threads, descriptors), after its last forward pass. */
   close(): Promise<void>;
 }
@@ -98,10 +98,22 @@ function openSource(dir: string, o: ResolvedOpenOptions): Opened {
   return { kind: 'container', container, config: container.config, arch: architecture(container.config.arch), source: new ContainerSource(container), close: () => container.close() };
 }
 
-/** A model's vision tower as the plan reserves it: its spec and the bytes of the arena it loads into. */
-export function visionOf(arch: Architecture, dir: string, src: { kind: 'container' | 'checkpoint'; source: WeightSource }, cfg: ModelConfig, threads: number, chunk: number): { spec: VisionSpec; bytes: number; source: WeightSource } | undefined {
-  const spec = arch.vision?.spec(dir, src.kind, src.source, cfg);
-  if (!spec) return undefined;
+/** A model's vision tower: its spec, the bytes of the arena it loads into, and (once open) the budget set aside for it. */
+export interface VisionParts {
+  spec: VisionSpec;
+  bytes: number;
+  source: WeightSource;
+  budget?: MemoryBudget;
+}
+
+/**
+ * A model's vision tower as the plan reserves it, with room for images of up to `patches` patches
+ * (default: the model's `max_patches`).
+ */
+export function visionOf(arch: Architecture, dir: string, src: { kind: 'container' | 'checkpoint'; source: WeightSource }, cfg: ModelConfig, threads: number, chunk: number, patches?: number, warn?: (m: string) => void): VisionParts | undefined {
+  const found = arch.vision?.spec(dir, src.kind, src.source, cfg, warn);
+  if (!found) return undefined;
+  const spec = { ...found, towerLimit: patches ?? found.maxPatches };
   const p = arch.vision!.plan(src.source, spec);
   // the kernels stage activations in every arena they bind as wide as the model's widest product
   const kernel = kernelArenaBytes(Math.max(p.widest, arch.widestInput(cfg)), Math.max(p.rows, chunk), threads);
@@ -126,7 +138,7 @@ export async function assemble(model: string, opts: OpenOptions): Promise<ModelP
   try {
     let stride = 0;
     for (const b of container?.banks.values() ?? []) stride = Math.max(stride, b.stride);
-    const vision = o.vision ? visionOf(arch, dir, src, cfg, threads, chunk) : undefined;
+    const vision = o.vision ? visionOf(arch, dir, src, cfg, threads, chunk, o.imagePatches, o.warn) : undefined;
     const plan = planFor(arch, cfg, arch.planWeights(src.source, cfg, container?.quant), stride, container?.quant, { maxContext, chunk, threads, sessions, arenaBytes: o.arenaBytes, visionBytes: vision?.bytes });
     let budgetBytes: number;
     if (src.kind === 'checkpoint') {
@@ -145,6 +157,8 @@ export async function assemble(model: string, opts: OpenOptions): Promise<ModelP
     if (o.preloadExperts && layout.slots < plan.totalExperts)
       throw new WasteError('E_ARG', `preloading every expert needs a budget of at least ${plan.layout(Number.MAX_SAFE_INTEGER).bytes} bytes`);
     const budget = new MemoryBudget(budgetBytes);
+    // the tower's room is kept from sessions and the cache until an image loads it
+    if (vision) vision.budget = budget.reserve(plan.visionBytes, "the vision tower's room");
     const arenas = layout.arenas.map((a) => new Arena(a.bytes - ARENA_RESERVED, budget));
     const of: Arena[] = [];
     layout.arenas.forEach((a, i) => a.groups.forEach((g) => (of[g] = arenas[i])));

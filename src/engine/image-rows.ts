@@ -50,6 +50,10 @@ export function expandPads(ids: readonly number[], token: number, images: readon
 
 /** The rows of `images` queued for the placeholders of an already expanded prompt, checked against their count. */
 export function mediaRows(ids: ArrayLike<number>, token: number, images: readonly ImageRows[], hidden: number): MediaRows {
+  images.forEach((im, i) => {
+    if (!(im?.rows instanceof Float32Array) || !(Number.isInteger(im.count) && im.count >= 1) || im.rows.length !== im.count * hidden)
+      throw new WasteError('E_ARG', `image ${i + 1} is not ${hidden}-wide rows of this model (encode it with this model's encodeImage)`);
+  });
   const count = images.reduce((s, im) => s + im.count, 0);
   const pads = countPads(ids, token);
   if (pads !== count)

@@ -19,8 +19,11 @@ import { type ModelParts, NO_CACHE, USAGE_FILE, assemble } from './assemble.js';
 import { readImageSource } from './image-input.js';
 import { type ImageRows, imageKey } from './image-rows.js';
 
-/** Encoded images kept by the bytes they came from (most recently used last). */
-const IMAGE_CACHE = 16;
+/**
+ * Encoded images kept by the bytes they came from (most recently used last), up to this many bytes
+ * of rows (outside the budget: about 9 images of K3's at the default route, 1 at 4,096 rows).
+ */
+const IMAGE_CACHE_BYTES = 64 << 20;
 import { modelIdentity } from './identity.js';
 import type { OpenOptions } from './options.js';
 import type { MemoryPlan } from './plan.js';
@@ -82,6 +85,7 @@ export class Model implements SessionHost {
   private running: Promise<unknown> = Promise.resolve();
   private readonly visionParts: ModelParts['vision'];
   private tower: VisionTower | undefined;
+  private towerError: unknown;
   private readonly imageCache = new Map<string, ImageRows>();
 
   private constructor(p: ModelParts) {
@@ -137,18 +141,38 @@ export class Model implements SessionHost {
     const patches = toPatches(pixels, v.spec, route);
     const rows = await this.exclusive(async () => {
       opts.signal?.throwIfAborted();
-      this.tower ??= this.arch.vision!.load(v.source, v.spec, this.kernels, new Arena(v.bytes, this.budget));
-      return this.tower.encode(patches, opts.signal);
+      return (await this.loadTower(v)).encode(patches, opts.signal);
     });
-    const out: ImageRows = { rows, count: patches.rows, gh: patches.gh, gw: patches.gw, width: pixels.width, height: pixels.height, key: imageKey(patches) };
+    const out: ImageRows = { rows, count: patches.rows, gh: patches.gh, gw: patches.gw, width: pixels.width, height: pixels.height, key: `${this.identityHex()}:${imageKey(patches)}` };
     if (cacheKey) {
       this.imageCache.set(cacheKey, out);
+      let bytes = 0;
+      for (const r of this.imageCache.values()) bytes += r.rows.byteLength;
       for (const k of this.imageCache.keys()) {
-        if (this.imageCache.size <= IMAGE_CACHE) break;
+        if (bytes <= IMAGE_CACHE_BYTES || this.imageCache.size <= 1) break;
+        bytes -= this.imageCache.get(k)!.rows.byteLength;
         this.imageCache.delete(k);
       }
     }
     return out;
+  }
+
+  /** The tower, loaded into its reserved room by the first image; a load that failed fails the same way again. */
+  private async loadTower(v: NonNullable<ModelParts['vision']>): Promise<VisionTower> {
+    if (this.tower) return this.tower;
+    if (this.towerError) throw this.towerError;
+    try {
+      this.tower = await this.arch.vision!.load(v.source, v.spec, this.kernels, new Arena(v.bytes, v.budget ?? this.budget));
+      return this.tower;
+    } catch (e) {
+      // its arena stays charged to the reserved room, which holds only one
+      this.towerError = e;
+      throw e;
+    }
+  }
+
+  private identityHex(): string {
+    return Buffer.from(this.identity()).toString('hex').slice(0, 16);
   }
 
   /**
@@ -291,5 +315,5 @@ export class Model implements SessionHost {
 }
 
 function isRows(im: ImageInput): im is ImageRows {
-  return typeof im === 'object' && !(im instanceof Uint8Array) && im.rows instanceof Float32Array;
+  return typeof im === 'object' && !(im instanceof Uint8Array) && (im as { rows?: unknown }).rows instanceof Float32Array;
 }

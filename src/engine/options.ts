@@ -29,6 +29,12 @@ export interface OpenOptions {
    * when the first image arrives. false leaves its bytes to the expert cache, and images are refused.
    */
   vision?: boolean;
+  /**
+   * The most patches of 14 pixels one image may become (default: the model's max_patches, 1024
+   * for K3): the tower's working memory is sized for it. The `native` image route needs more to
+   * keep an image's resolution (4096 for 896 × 896), at a cost that grows with its square.
+   */
+  imagePatches?: number;
   /** Size the cache to exactly this many records, the budget to match (experiments; overrides budget). */
   cacheSlots?: number;
   /** 'wasm' (default): WebAssembly SIMD kernels; 'typescript': the plain reference kernels. */
@@ -56,11 +62,15 @@ export const OPTION_BOUNDS = {
   maxContext: [1, 1 << 24],
   sessions: [1, 1024],
   cacheSlots: [0, 1 << 30],
+  imagePatches: [4, 16384],
 } as const satisfies Record<string, readonly [number, number]>;
+
+/** The most patches one image may become: the attention kernel's score row has room for this many. */
+export const MAX_IMAGE_PATCHES = OPTION_BOUNDS.imagePatches[1];
 
 export const CACHE_POLICIES: readonly CachePolicy[] = ['lfru', 'lru', 'lfuda'];
 const KERNELS = ['wasm', 'typescript'] as const;
-const KNOWN = new Set(['budget', 'verify', 'threads', 'ioThreads', 'lookahead', 'cachePolicy', 'direct', 'warm', 'preloadExperts', 'vision', 'cacheSlots', 'kernels', 'chunk', 'maxContext', 'sessions', 'arenaBytes', 'onProgress', 'warn']);
+const KNOWN = new Set(['budget', 'verify', 'threads', 'ioThreads', 'lookahead', 'cachePolicy', 'direct', 'warm', 'preloadExperts', 'vision', 'imagePatches', 'cacheSlots', 'kernels', 'chunk', 'maxContext', 'sessions', 'arenaBytes', 'onProgress', 'warn']);
 const FLAGS = ['verify', 'direct', 'warm', 'preloadExperts', 'vision'] as const;
 
 /** What `Model.open` runs with: every option checked and defaulted. */
@@ -75,6 +85,7 @@ export interface ResolvedOpenOptions {
   warm: boolean;
   preloadExperts: boolean;
   vision: boolean;
+  imagePatches: number | undefined;
   cacheSlots: number | undefined;
   kernels: 'wasm' | 'typescript';
   chunk: number;
@@ -93,6 +104,7 @@ const NAMES: Record<string, string> = {
   maxContext: 'the context length (maxContext)',
   sessions: 'sessions',
   cacheSlots: 'cache slots (cacheSlots)',
+  imagePatches: 'image patches (imagePatches)',
 };
 
 /**
@@ -138,6 +150,7 @@ export function resolveOpenOptions(opts: OpenOptions, defaultThreads: number): R
     warm: opts.warm ?? true,
     preloadExperts: opts.preloadExperts ?? false,
     vision: opts.vision ?? true,
+    imagePatches: opts.imagePatches === undefined ? undefined : int('imagePatches', 0),
     cacheSlots: opts.cacheSlots === undefined ? undefined : int('cacheSlots', 0),
     kernels,
     chunk: int('chunk', DEFAULT_CHUNK),

@@ -26,6 +26,9 @@ export interface SessionHost {
   readonly vision: VisionSpec | undefined;
 }
 
+/** The image at a placeholder of a loaded session: unknown, so equal to none. */
+const UNKNOWN_IMAGE = '\u0000unknown image';
+
 /** A prompt's images being fed piece by piece: the rows, the image at each position, how far it has got. */
 export interface ImageFeed {
   media: MediaRows;
@@ -249,8 +252,9 @@ export class Session {
       check(saved);
     });
     this.tokens = history;
-    // a saved session keeps no images: a prefix with placeholders in it is never reused
-    this.media = new Array(history.length);
+    // a saved session keeps no images: a position that may have held one matches no image and no placeholder
+    const token = this.host.vision?.mediaToken;
+    this.media = history.map((id) => (id === token ? UNKNOWN_IMAGE : undefined));
     this.last = logits;
     return saved;
   }

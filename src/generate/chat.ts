@@ -2,7 +2,7 @@ import type { Session, SessionGenerateOptions } from '../engine/session.js';
 import type { SessionOptions } from '../engine/model.js';
 import { type ChatFormat, type ChatMessage, type ContentPart, messageImages } from '../tokenizer/chat.js';
 import { type ImageRows, expandPads } from '../engine/image-rows.js';
-import type { ImageRoute } from '../image/preprocess.js';
+import type { ImageRoute, RgbImage } from '../image/preprocess.js';
 import type { Tokenizer } from '../tokenizer/tokenizer.js';
 import { WasteError } from '../util/errors.js';
 import { relay } from '../util/relay.js';
@@ -29,8 +29,8 @@ export interface ChatOptions extends SessionOptions {
 
 export type SendOptions = SessionGenerateOptions & { role?: 'user' | 'tool'; toolCallId?: string };
 
-/** An image for a message: a file's path, its encoded bytes (PNG, JPEG, BMP, GIF, WebP), or one the model has encoded. */
-export type ImageInput = string | Uint8Array | ImageRows;
+/** An image for a message: a file's path, its encoded bytes (PNG, JPEG, BMP, GIF), decoded pixels, or one the model has encoded. */
+export type ImageInput = string | Uint8Array | RgbImage | ImageRows;
 
 /** A message: its text, and images shown before it. */
 export interface MessageInput {
@@ -95,16 +95,26 @@ export class Chat {
     if (given.length) {
       if (!this.media) throw new WasteError('E_UNSUPPORTED', 'this model takes no images (it has no vision tower, or it was opened with vision off)');
       const rows: ImageRows[] = [];
-      for (const im of given) rows.push(await this.media.encode(im, opts.signal));
+      const t0 = performance.now();
+      try {
+        for (const im of given) rows.push(await this.media.encode(im, opts.signal));
+      } catch (e) {
+        // stopped while the tower ran: as a reply stopped in its prefill, nothing added
+        if (opts.signal?.aborted) return { text: '', tokens: [], finish: 'aborted', promptTokens: 0, prefillSeconds: (performance.now() - t0) / 1000, generateSeconds: 0 };
+        throw e;
+      }
       parts = [...rows.map((image) => ({ image })), ...(text ? [text] : [])];
     }
-    this.messages.push({ role: opts.role ?? 'user', content: text, ...(parts ? { parts } : {}), ...(opts.toolCallId !== undefined ? { toolCallId: opts.toolCallId } : {}) });
+    const turn: ChatMessage = { role: opts.role ?? 'user', content: text, ...(parts ? { parts } : {}), ...(opts.toolCallId !== undefined ? { toolCallId: opts.toolCallId } : {}) };
+    const messages = [...this.messages, turn];
     const { thinking, effort } = this.opts;
     const vars = { ...(thinking !== undefined ? { thinking, enable_thinking: thinking } : {}), ...(effort !== undefined ? { reasoning_effort: effort } : {}) };
-    const rendered = this.format.encode(this.tokenizer, this.messages, { open: true, tools: this.opts.tools, thinking, effort, vars });
-    const all = messageImages<ImageRows>(this.messages);
+    const rendered = this.format.encode(this.tokenizer, messages, { open: true, tools: this.opts.tools, thinking, effort, vars });
+    const all = messageImages<ImageRows>(messages);
     if (all.some((im) => !im.rows)) throw new WasteError('E_STATE', "this conversation's images were not saved with it; start a new conversation to show them again");
     const ids = all.length ? expandPads(rendered, this.media!.token, all) : rendered;
+    // only a message that renders joins the conversation: one that cannot would fail every later turn too
+    this.messages.push(turn);
     const { fresh, reset, images } = this.session.resume(ids, 0, all);
     if (reset) this.reprocessed++;
     const reader = replyReader(this.format, this.tokenizer, ids, { tools: !!this.opts.tools?.length });

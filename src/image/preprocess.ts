@@ -185,16 +185,29 @@ function resizeBicubic(src: Uint8Array, sw: number, sh: number, ch: number, dw: 
 
 /**
  * The release processor's route: shrink (never enlarge) by min(1, √(limit / patches), side caps),
- * bicubic, composite transparency over the chessboard after the resize, pad right and bottom with
+ * bicubic (premultiplied by alpha, as PIL resizes RGBA), composite transparency over the chessboard after the resize, pad right and bottom with
  * zeros to whole 2 × 2 cells of patches (−1 after normalising), normalise.
  */
 function nativePatches(img: RgbImage, spec: ImageSpec): Patches {
   const p = spec.patch;
   const { width: w, height: h } = img;
   const { nw, nh, gw, gh } = nativeSize(w, h, spec);
-  const rgb = resizeBicubic(img.rgb, w, h, 3, nw, nh);
-  const alpha = img.alpha ? resizeBicubic(img.alpha, w, h, 1, nw, nh) : undefined;
-  const { rgb: flat } = composite({ width: nw, height: nh, rgb, alpha });
+  let flat: Uint8Array;
+  if (!img.alpha) flat = resizeBicubic(img.rgb, w, h, 3, nw, nh);
+  else {
+    // PIL resizes RGBA premultiplied, so a transparent pixel's color does not bleed into its neighbours
+    const pre = new Uint8Array(img.rgb.length);
+    for (let i = 0; i < w * h; i++) for (let c = 0; c < 3; c++) pre[3 * i + c] = Math.round((img.rgb[3 * i + c] * img.alpha[i]) / 255);
+    const rgb = resizeBicubic(pre, w, h, 3, nw, nh);
+    const alpha = resizeBicubic(img.alpha, w, h, 1, nw, nh);
+    flat = new Uint8Array(rgb.length);
+    for (let y = 0; y < nh; y++)
+      for (let x = 0; x < nw; x++) {
+        const q = y * nw + x;
+        const bg = backdrop(x, y);
+        for (let c = 0; c < 3; c++) flat[3 * q + c] = Math.min(255, Math.round(rgb[3 * q + c] + (bg * (255 - alpha[q])) / 255));
+      }
+  }
   const pixels = new Float32Array(gw * gh * 3 * p * p);
   for (let Y = 0; Y < gh * p; Y++)
     for (let X = 0; X < gw * p; X++) {

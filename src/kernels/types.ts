@@ -41,9 +41,9 @@ export interface Kernels {
   /**
    * Bidirectional softmax attention over L positions, every head (the vision tower's): qkv is
    * packed [L][3][heads][hd] (queries, keys, values), out [L][heads][hd];
-   * out_i = Σ_j softmax_j(scale · q_i·k_j) v_j.
+   * out_i = Σ_j softmax_j(scale · q_i·k_j) v_j, for the query rows [from, to) (default all).
    */
-  attendAll(qkv: Float32Array, L: number, heads: number, hd: number, scale: number, out: Float32Array): void;
+  attendAll(qkv: Float32Array, L: number, heads: number, hd: number, scale: number, out: Float32Array, from?: number, to?: number): void;
 
   /** a ← gelu(a) over n values: the tanh approximation, or with `exact` 0.5·z·(1 + erf(z/√2)). */
   gelu(a: Float32Array, n: number, exact: boolean): void;

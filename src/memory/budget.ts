@@ -27,6 +27,16 @@ export class MemoryBudget {
       );
     this.used_ += bytes;
   }
+
+  /**
+   * Set `bytes` of this budget aside now (charged at once) for a later use that only the returned
+   * budget can draw on: the vision tower's room, kept from sessions and the cache until an image
+   * loads the tower.
+   */
+  reserve(bytes: number, what: string): MemoryBudget {
+    this.charge(bytes, what);
+    return new MemoryBudget(bytes);
+  }
 }
 
 /** No ceiling: for tools and tests that allocate arenas outside a model. */

@@ -53,14 +53,14 @@ export interface VisionTower {
 
 export interface VisionSupport {
   /** The model directory's vision config, or undefined when it has no tower (checked against the language model's config). */
-  spec(dir: string, kind: 'container' | 'checkpoint', src: WeightSource, cfg: ModelConfig): VisionSpec | undefined;
+  spec(dir: string, kind: 'container' | 'checkpoint', src: WeightSource, cfg: ModelConfig, warn?: (message: string) => void): VisionSpec | undefined;
   /**
    * Bytes the tower takes loaded, working memory included (shapes checked, nothing read), and the
    * widest input and most rows of its products (the kernels stage activations that big).
    */
   plan(src: WeightSource, spec: VisionSpec): { bytes: number; widest: number; rows: number };
-  /** Load the tower into `arena`. */
-  load(src: WeightSource, spec: VisionSpec, kernels: Kernels, arena: Arena): VisionTower;
+  /** Load the tower into `arena`, giving the event loop turns as it goes. */
+  load(src: WeightSource, spec: VisionSpec, kernels: Kernels, arena: Arena): Promise<VisionTower>;
 }
 
 /** What an arena holds: trunk layers (and the head), or expert-cache slots. */

@@ -22,14 +22,15 @@ export function registerPlan(program: Command): void {
     .option('--sessions <n>', 'sessions the plan reserves state for (waste serve --sessions)', intArg(...OPTION_BOUNDS.sessions), 1)
     .option('--vision', "reserve the vision tower's room, as opening a model with one does by default")
     .option('--no-vision', "leave the vision tower's room to the expert cache (waste run/chat/serve --no-vision)")
+    .option('--image-patches <n>', 'the most patches one image may become (as when opening)', intArg(...OPTION_BOUNDS.imagePatches))
     .option('--json', 'print JSON', false)
-    .action((model: string | undefined, o: { ctx: number; budget?: string; threads?: number; chunk: number; sessions: number; vision?: boolean; json: boolean }) => {
+    .action((model: string | undefined, o: { ctx: number; budget?: string; threads?: number; chunk: number; sessions: number; vision?: boolean; imagePatches?: number; json: boolean }) => {
       const dir = modelOrDemo(model);
       const c = openModelContainer(dir);
       try {
         const threads = o.threads ?? cpuCount();
         const arch = architecture(c.config.arch);
-        const vision = o.vision !== false ? visionOf(arch, c.dir, { kind: 'container', source: new ContainerSource(c) }, c.config, threads, o.chunk) : undefined;
+        const vision = o.vision !== false ? visionOf(arch, c.dir, { kind: 'container', source: new ContainerSource(c) }, c.config, threads, o.chunk, o.imagePatches) : undefined;
         const plan = planMemory(c, { maxContext: o.ctx, threads, chunk: o.chunk, sessions: o.sessions, visionBytes: vision?.bytes });
         // what opening would do with it
         const budget = withinRam(o.budget !== undefined ? parseSize(o.budget, plan.ram.usable, 'budget') : undefined, plan.ram.usable, (m) => process.stderr.write(`waste: warning: ${m}\n`));

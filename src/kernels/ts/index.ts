@@ -146,10 +146,10 @@ export const tsKernels: Kernels = {
     for (let i = 0; i < n; i++) a[i] *= sigmoid(g[i]);
   },
 
-  attendAll(qkv, L, heads, hd, scale, out) {
+  attendAll(qkv, L, heads, hd, scale, out, from = 0, to = L) {
     const Q = heads * hd;
     const scores = new Float64Array(L);
-    for (let i = 0; i < L; i++)
+    for (let i = from; i < to; i++)
       for (let h = 0; h < heads; h++) {
         const q = i * 3 * Q + h * hd;
         let max = -Infinity;

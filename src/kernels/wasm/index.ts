@@ -167,10 +167,11 @@ export class WasmKernels implements Kernels {
     b.ex.attn_res(bl, n, this.at(cur, a, 'cur'), this.at(w, a, 'w'), H, eps, this.at(out, a, 'out'), b.tmp);
   }
 
-  attendAll(qkv: Float32Array, L: number, heads: number, hd: number, scale: number, out: Float32Array): void {
+  attendAll(qkv: Float32Array, L: number, heads: number, hd: number, scale: number, out: Float32Array, from = 0, to = L): void {
     const a = this.arenaOfView(qkv, 'qkv');
     if (4 * L > TMP_STRIDE) throw new WasteError('E_STATE', `attention over ${L} positions is more than the kernels' scratch holds (at most ${TMP_STRIDE / 4})`);
-    this.run('vit_attn', a, [this.at(qkv, a, 'qkv'), L, heads, hd, scale, this.at(out, a, 'out')], L, 1, L * L * heads * hd * 2);
+    const n = to - from;
+    this.run('vit_attn', a, [this.at(qkv, a, 'qkv'), L, heads, hd, scale, this.at(out, a, 'out'), from], n, 1, n * L * heads * hd * 2);
   }
 
   gelu(x: Float32Array, n: number, exact: boolean): void {

@@ -90,7 +90,8 @@ export class XtmlChatFormat implements ChatFormat {
     const segs = renderXtml(
       {
         messages: messages.map(openai),
-        ...(images.length ? { images } : {}),
+        // images come only as parts: a placeholder someone typed stays text
+        ...(images.length ? { images, placeholdersInText: false } : {}),
         tools: opts.tools,
         toolChoice: typeof opts.toolChoice === 'string' ? opts.toolChoice : undefined,
         responseFormat: opts.responseFormat,

@@ -29,6 +29,12 @@ export interface XtmlRequest {
   addGenerationPrompt?: boolean;
   /** The source size of each image, in order. Without it, an image part is the placeholder and a placeholder in text stays text. */
   images?: readonly { width: number; height: number }[];
+  /**
+   * Whether the image placeholder written in text stands for an image (the release's rule, the
+   * default) or stays text: a caller whose images are all explicit parts keeps what someone typed
+   * from taking an image's place.
+   */
+  placeholdersInText?: boolean;
 }
 
 /** The efforts the release accepts; its note names `medium` too and its code refuses it, so it is refused here. */
@@ -41,7 +47,10 @@ const fail = (message: string) => new WasteError('E_FORMAT', message);
 /** Hands out one media block per image, in order. */
 class Images {
   private used = 0;
-  constructor(private readonly prompts: string[] | undefined) {}
+  constructor(
+    private readonly prompts: string[] | undefined,
+    readonly inText = true,
+  ) {}
   get known(): boolean {
     return this.prompts !== undefined;
   }
@@ -69,7 +78,7 @@ function str(v: unknown, at: string): string {
 
 /** Text a caller wrote: plain, with a media block where each image placeholder is (when sizes were given). */
 function appendText(out: Segment[], text: string, images: Images, at: string): void {
-  if (!images.known || !text.includes(IMAGE_PLACEHOLDER)) return push(out, text);
+  if (!images.known || !images.inText || !text.includes(IMAGE_PLACEHOLDER)) return push(out, text);
   const parts = text.split(IMAGE_PLACEHOLDER);
   parts.forEach((part, i) => {
     push(out, part);
@@ -206,7 +215,7 @@ export function renderXtml(req: XtmlRequest, trace?: { spans: [number, number][]
   const thinking = req.thinking ?? true;
   if (!Array.isArray(req.messages)) throw fail('messages must be a list');
   const messages = resortToolResults(req.messages);
-  const images = new Images(imagePrompts(req.images));
+  const images = new Images(imagePrompts(req.images), req.placeholdersInText ?? true);
   const out: Segment[] = [];
   if (req.tools !== undefined && req.tools !== null && !Array.isArray(req.tools)) throw fail('tools must be a list');
   if (truthy(req.tools)) toolDeclare(out, req.tools, false);

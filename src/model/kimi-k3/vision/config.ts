@@ -50,6 +50,10 @@ const FIXED: [string, unknown][] = [
   ['attn_bias', false],
   ['linear_bias', false],
   ['patch_embed_proj_bias', false],
+  ['mlp_type', 'mlp2'],
+  ['merge_type', 'sd2_tpool'],
+  ['mm_projector_type', 'patchmergerv2'],
+  ['pos_emb_type', 'divided_fixed'],
 ];
 
 /**
@@ -97,12 +101,13 @@ export function parseVisionConfig(f: Fields, from: { media?: Fields; mediaToken:
   const triple = (key: string): [number, number, number] => {
     if (!media.given(key)) return [0.5, 0.5, 0.5];
     const v = media.raw(key);
-    if (!Array.isArray(v) || v.length !== 3 || !v.every((x) => typeof x === 'number' && Number.isFinite(x)))
-      throw media.fail(key, 'must be a list of three numbers', v);
+    // bounded so that (v / 255 − mean) / std stays an ordinary f32
+    if (!Array.isArray(v) || v.length !== 3 || !v.every((x) => typeof x === 'number' && Math.abs(x) <= 1000))
+      throw media.fail(key, 'must be a list of three numbers in [-1000, 1000]', v);
     return [v[0] as number, v[1] as number, v[2] as number];
   };
   const std = triple('image_std');
-  if (std.some((s) => !(s > 0))) throw media.fail('image_std', 'must be positive');
+  if (std.some((s) => !(s >= 1e-3))) throw media.fail('image_std', 'must be at least 0.001');
   const patch = media.int('patch_size', 1, 64, f.int('patch_size', 1, 64, 14));
   if (f.given('patch_size') && f.raw('patch_size') !== patch) throw f.fail('patch_size', `disagrees with the preprocessing's ${patch}`, f.raw('patch_size'));
   return {

@@ -12,6 +12,8 @@ import type { VisionConfig } from './config.js';
 
 /** Patches run together through each product: their activations stay in cache while a weight row is read. */
 export const TILE = 32;
+/** Multiply-adds of attention between turns of the event loop (about 0.1 s here). */
+const ATTENTION_WORK = 64 * 1024 * 1536 * 8;
 
 interface Block {
   norm0: Float32Array;
@@ -91,8 +93,9 @@ export class KimiK3Tower implements VisionTower {
     return src.has('vision_tower.patch_embed.proj.weight');
   }
 
-  /** Check every tower tensor's shape (reading nothing) and return the bytes the tower takes loaded, with room for `patches`. */
-  static plan(src: WeightSource, v: VisionConfig, patches = v.maxPatches): number {
+  /** Check every tower tensor's shape (reading nothing) and return the bytes the tower takes loaded, with room for images of `v.towerLimit` patches. */
+  static plan(src: WeightSource, v: VisionConfig): number {
+    const patches = v.towerLimit;
     let bytes = 0;
     for (const t of tensors(v)) {
       checkShape(src, t.name, t.rows, t.cols, t.vector === true);
@@ -101,8 +104,8 @@ export class KimiK3Tower implements VisionTower {
     return bytes + scratchBytes(v, patches);
   }
 
-  /** Load the tower into `arena` (every shape checked first). */
-  static load(src: WeightSource, v: VisionConfig, kernels: Kernels, arena: Arena): KimiK3Tower {
+  /** Load the tower into `arena` (every shape checked first), a block at a time with a turn for the event loop between. */
+  static async load(src: WeightSource, v: VisionConfig, kernels: Kernels, arena: Arena): Promise<KimiK3Tower> {
     KimiK3Tower.plan(src, v);
     const vector = (name: string, n: number) => {
       const out = arena.f32(arena.alloc(n * 4, 64), n);
@@ -121,6 +124,7 @@ export class KimiK3Tower implements VisionTower {
     const { hidden: D, qkv: Q, inter: M, patch: p, textHidden: TH } = v;
     const blocks: Block[] = [];
     for (let b = 0; b < v.layers; b++) {
+      await yieldToLoop();
       const k = `vision_tower.encoder.blocks.${b}.`;
       blocks.push({
         norm0: vector(`${k}norm0.weight`, D),
@@ -143,13 +147,12 @@ export class KimiK3Tower implements VisionTower {
       matrix('mm_projector.proj.2.weight', TH, 4 * D),
       vector('mm_projector.post_norm.weight', TH),
     );
-    tower.reserve(v.maxPatches);
+    tower.reserve(v.towerLimit);
     return tower;
   }
 
-  /** Working memory for images of up to `patches` patches (grown, never shrunk). */
+  /** Working memory for images of up to `patches` patches, once: the plan reserved exactly this. */
   private reserve(patches: number): void {
-    if (patches <= this.patches) return;
     const v = this.cfg;
     const a = this.arena;
     const buf = (n: number) => a.f32(a.alloc(n * 4, 64), n);
@@ -175,7 +178,8 @@ export class KimiK3Tower implements VisionTower {
     if (!(gh >= 2 && gw >= 2 && gh % 2 === 0 && gw % 2 === 0)) throw new WasteError('E_ARG', `an image grid of ${gh} × ${gw} patches: both sides must be even and at least 2`);
     const P = 3 * v.patch * v.patch;
     if (img.pixels.length !== L * P) throw new WasteError('E_ARG', `an image of ${gh} × ${gw} patches needs ${L * P} values, got ${img.pixels.length}`);
-    this.reserve(L);
+    if (L > this.patches)
+      throw new WasteError('E_ARG', `an image of ${gh} × ${gw} patches is more than the ${this.patches} the tower has room for (open the model with imagePatches, --image-patches, of at least ${L})`);
     const k = this.kernels;
     const { px, x, qkv, ob, y, ff, mg, out } = this.scratch;
     const { hidden: D, qkv: Q, inter: M, heads, headDim: hd, eps } = v;
@@ -200,8 +204,12 @@ export class KimiK3Tower implements VisionTower {
         k.matmul(b.wqkv, y, qkv.subarray(t0 * 3 * Q, (t0 + T) * 3 * Q), T);
       }
       rotate(qkv, L, heads, hd, rope);
-      await turn();
-      k.attendAll(qkv, L, heads, hd, scale, ob);
+      // attention grows with the square of the patches: in slices of query rows, a turn between
+      const slice = Math.max(TILE, Math.floor(ATTENTION_WORK / (L * Q)));
+      for (let q0 = 0; q0 < L; q0 += slice) {
+        await turn();
+        k.attendAll(qkv, L, heads, hd, scale, ob, q0, Math.min(L, q0 + slice));
+      }
       for (let t0 = 0; t0 < L; t0 += TILE) {
         // a block takes seconds at K3's widths: timers, signals and sockets get turns inside it
         if (t0 > 0 && t0 % (8 * TILE) === 0) await turn();
@@ -236,6 +244,9 @@ export class KimiK3Tower implements VisionTower {
       for (let t = 0; t < T; t++) k.rmsnorm(out, this.postNorm, v.projEps, out, TH, t * TH, t * TH);
       rows.set(out.subarray(0, T * TH), t0 * TH);
     }
+    // a hostile config (a normalisation that overflows f32) must not pass as an image of zeros
+    for (let i = 0; i < rows.length; i++)
+      if (!Number.isFinite(rows[i])) throw new WasteError('E_FORMAT', `the vision tower's output is not finite (row ${Math.floor(i / TH)}): its weights or vision.json are damaged`);
     return rows;
   }
 }
