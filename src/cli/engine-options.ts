@@ -1,5 +1,6 @@
 import { type Command, Option } from 'commander';
-import { CACHE_POLICIES, OPTION_BOUNDS, type OpenOptions } from '../engine/options.js';
+import { CACHE_POLICIES, DEFAULT_ACTIVATIONS, OPTION_BOUNDS, type OpenOptions } from '../engine/options.js';
+import { ACTIVATIONS, type Activations } from '../kernels/types.js';
 import { DEFAULT_CHUNK } from '../engine/plan.js';
 import { usableRam } from '../engine/ram.js';
 import { parseSize } from '../util/size.js';
@@ -20,6 +21,7 @@ export interface EngineFlags {
   ctx: number;
   chunk: number;
   kernelImpl: 'wasm' | 'typescript';
+  activations: Activations;
 }
 
 export function addEngineOptions(cmd: Command): Command {
@@ -35,7 +37,8 @@ export function addEngineOptions(cmd: Command): Command {
     .option('--no-direct', 'read experts through the page cache instead of O_DIRECT')
     .option('--no-warm', "ignore the container's usage.waste hotlist")
     .option('--no-vision', "leave the vision tower's room in the budget to the expert cache (images are then refused)")
-    .addOption(new Option('--kernel-impl <impl>', 'kernel implementation (typescript: the plain reference, single-threaded)').choices(['wasm', 'typescript']).default('wasm'));
+    .addOption(new Option('--kernel-impl <impl>', 'kernel implementation (typescript: the plain reference, single-threaded)').choices(['wasm', 'typescript']).default('wasm'))
+    .addOption(new Option('--activations <mode>', 'Q8G/Q4G products: exact (f32-accurate activations) or a16 (16 bits per group of activations, one multiply per weight: faster, error up to 2^-16 of each group\'s largest)').choices(ACTIVATIONS).default(DEFAULT_ACTIVATIONS));
 }
 
 export function openOptions(f: EngineFlags): OpenOptions {
@@ -52,6 +55,7 @@ export function openOptions(f: EngineFlags): OpenOptions {
     maxContext: f.ctx,
     chunk: f.chunk,
     kernels: f.kernelImpl,
+    activations: f.activations,
     warn: (m) => process.stderr.write(`waste: warning: ${m}\n`),
     onProgress: loadingBar(),
   };
