@@ -1,6 +1,6 @@
 // The kernel module: compiled to WebAssembly SIMD128 over an imported shared memory (an arena).
-export { mm, mvt } from './matmul';
-export { act_prep } from './prep';
+export { mm, mm16, mvt } from './matmul';
+export { act_prep, act_prep16 } from './prep';
 export { vq_lut, vq_apply } from './vq';
 export { kda_prep, kda_step, kda_out } from './kda';
 export { mla_heads } from './mla';

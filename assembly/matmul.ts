@@ -2,7 +2,7 @@
 // A row's dot product always runs the same sequence of operations, so a batched call, a single
 // row and any split of rows across threads give bit-identical results.
 import { F16, F32, Q4G, Q8G, f16, f16x8hi, f16x8lo, hsum, weightAt } from './common';
-import { prepStride } from './prep';
+import { prep16Stride, prepStride } from './prep';
 
 /** a · b over n floats with four accumulators, summed in a fixed order. */
 // @ts-ignore: decorator
@@ -121,6 +121,76 @@ import { prepStride } from './prep';
     l += <usize>G << 1;
   }
   return hsum(acc);
+}
+
+// The 16-bit activation forms (prep.ts, act_prep16): one i32x4.dot_i16x8_s per eight weights and
+// one int32 accumulator per group; its exact lane sums meet the group's scale in f32.
+// A lane adds G/4 products of at most 128 · 32767, which stays below 2^31 for groups up to 1024.
+// @ts-ignore: decorator
+@inline function dotQ8a16(row: usize, sc: usize, p: usize, groups: i32, G: i32): f32 {
+  const n = <usize>groups * <usize>G;
+  const F = p + n * 2 + <usize>groups * 16;
+  const g8 = <usize>G;
+  let acc = f32x4.splat(0);
+  let w = row, x = p;
+  for (let g = 0; g < groups; g++) {
+    let a = i32x4.splat(0);
+    for (let i: usize = 0; i < g8; i += 32) {
+      const o = i << 1;
+      let v = v128.load(w + i);
+      a = i32x4.add(a, i32x4.add(i32x4.dot_i16x8_s(i16x8.extend_low_i8x16_s(v), v128.load(x + o)), i32x4.dot_i16x8_s(i16x8.extend_high_i8x16_s(v), v128.load(x + o, 16))));
+      v = v128.load(w + i, 16);
+      a = i32x4.add(a, i32x4.add(i32x4.dot_i16x8_s(i16x8.extend_low_i8x16_s(v), v128.load(x + o, 32)), i32x4.dot_i16x8_s(i16x8.extend_high_i8x16_s(v), v128.load(x + o, 48))));
+    }
+    const f = f16(<u32>load<u16>(sc + (<usize>g << 1))) * load<f32>(F + (<usize>g << 2));
+    acc = f32x4.add(acc, f32x4.mul(f32x4.convert_i32x4_s(a), f32x4.splat(f)));
+    w += g8;
+    x += g8 << 1;
+  }
+  return hsum(acc);
+}
+
+// @ts-ignore: decorator
+@inline function dotQ4a16(row: usize, sc: usize, p: usize, groups: i32, G: i32): f32 {
+  const n = <usize>groups * <usize>G;
+  const O = p + n * 2;
+  const F = O + <usize>groups * 16;
+  const m = i16x8.splat(0x000f);
+  const half = <usize>G >> 1;
+  let acc = f32x4.splat(0);
+  let w = row, x = p;
+  for (let g = 0; g < groups; g++) {
+    let a = i32x4.splat(0);
+    for (let i: usize = 0; i < half; i += 16) {
+      const b = v128.load(w + i);
+      const o = i << 2;
+      a = i32x4.add(a, i32x4.add(i32x4.dot_i16x8_s(v128.and(b, m), v128.load(x + o)), i32x4.dot_i16x8_s(v128.and(i16x8.shr_u(b, 4), m), v128.load(x + o, 16))));
+      a = i32x4.add(a, i32x4.add(i32x4.dot_i16x8_s(v128.and(i16x8.shr_u(b, 8), m), v128.load(x + o, 32)), i32x4.dot_i16x8_s(i16x8.shr_u(b, 12), v128.load(x + o, 48))));
+    }
+    a = i32x4.sub(a, v128.load(O + (<usize>g << 4)));
+    const f = f16(<u32>load<u16>(sc + (<usize>g << 1))) * load<f32>(F + (<usize>g << 2));
+    acc = f32x4.add(acc, f32x4.mul(f32x4.convert_i32x4_s(a), f32x4.splat(f)));
+    w += half;
+    x += <usize>G << 1;
+  }
+  return hsum(acc);
+}
+
+/**
+ * mm for Q8G/Q4G rows with 16-bit activations: P holds the T vectors prepared by act_prep16 (same
+ * G, the Q4 order for Q4G). A row's arithmetic is the same wherever the rows are split.
+ */
+export function mm16(fmt: i32, W: usize, S: usize, P: usize, Y: usize, ystride: i32, cols: i32, rowBytes: i32, groups: i32, G: i32, T: i32, _tmp: usize, r0: i32, r1: i32): void {
+  const pstride = prep16Stride(cols, G);
+  for (let r = r0; r < r1; r++) {
+    const row = W + <usize>r * <usize>rowBytes;
+    const sc = S + <usize>r * <usize>groups * 2;
+    for (let t = 0; t < T; t++) {
+      const p = P + <usize>t * pstride;
+      const v = fmt == Q8G ? dotQ8a16(row, sc, p, groups, G) : dotQ4a16(row, sc, p, groups, G);
+      store<f32>(Y + ((<usize>t * <usize>ystride + <usize>r) << 2), v);
+    }
+  }
 }
 
 /**

@@ -23,8 +23,8 @@ export { startServer, createApp, type ServerOptions, type RunningServer } from '
 export { WasteError, type WasteErrorCode } from './util/errors.js';
 export type { KimiLinearConfig } from './model/kimi-linear/config.js';
 export type { ModelConfig, LayerKind } from './core/model-config.js';
-export type { Kernels } from './kernels/types.js';
-export { tsKernels } from './kernels/ts/index.js';
+export type { Kernels, Activations } from './kernels/types.js';
+export { tsKernels, makeTsKernels } from './kernels/ts/index.js';
 export { WasmKernels } from './kernels/wasm/index.js';
 export { writeSyntheticContainer, type SynthOptions, SHAPES } from './synth/synth.js';
 export { writeSyntheticCheckpoint, type CheckpointOptions } from './synth/checkpoint.js';

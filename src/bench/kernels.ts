@@ -5,6 +5,7 @@ import { cpuCount } from '../kernels/wasm/pool.js';
 import { Arena } from '../memory/arena.js';
 import { encodeF16 } from '../util/f16.js';
 import { Rng } from '../util/prng.js';
+import type { Activations } from '../kernels/types.js';
 import { table, timeIt } from './measure.js';
 
 export interface KernelBenchRow {
@@ -18,6 +19,8 @@ export interface KernelBenchRow {
   lookupsPerSecond?: number;
   /** bytesPerSecond ÷ the arena read bandwidth measured with the same thread count. */
   fractionOfReadBandwidth?: number;
+  /** For Q8G/Q4G products: the activations they ran with (both are measured, pass for pass). */
+  activations?: Activations;
 }
 
 export interface KernelBenchResult {
@@ -28,6 +31,8 @@ export interface KernelBenchResult {
 /**
  * Kernel throughput, per kernel and thread count, next to the arena's memory read bandwidth
  * measured in the same run on the same memory. Matrices "far larger than the caches" are 256 MiB.
+ * Q8G and Q4G products run with exact and with 16-bit activations, their passes interleaved so a
+ * noisy moment of the host hits both alike.
  */
 export async function benchKernels(opts: { threads?: number[]; quick?: boolean; log?: (s: string) => void } = {}): Promise<KernelBenchResult> {
   const log = opts.log ?? (() => {});
@@ -124,6 +129,7 @@ export async function benchKernels(opts: { threads?: number[]; quick?: boolean; 
   const readBytes = dram.reduce((s, t) => s + weightBytes(t), 0) - 1;
   for (const threads of threadCounts) {
     const k = await WasmKernels.create(threads, [arena]);
+    const k16 = await WasmKernels.create(threads, [arena], { activations: 'a16' });
     try {
       log(`measuring with ${threads} thread${threads > 1 ? 's' : ''}…`);
       const rowBytes = 1 << 20;
@@ -133,9 +139,14 @@ export async function benchKernels(opts: { threads?: number[]; quick?: boolean; 
       result.readBandwidth[threads] = bw;
       result.rows.push({ kernel: 'memory read', size: `${(rows * rowBytes) >> 20} MiB`, threads, secondsPerCall: tRead, bytesPerSecond: bw, fractionOfReadBandwidth: 1 });
       const mv = (t: Tensor, label: string) => {
-        const sec = timeIt(() => k.matmul(t, x, yOut, 1), minT);
-        const bps = weightBytes(t) / sec;
-        result.rows.push({ kernel: `matvec ${fmtName(t.fmt)}`, size: label, threads, secondsPerCall: sec, bytesPerSecond: bps, fractionOfReadBandwidth: bps / bw });
+        const quantized = t.fmt === Fmt.Q8G || t.fmt === Fmt.Q4G;
+        const modes: [Activations | undefined, WasmKernels][] = quantized ? [['exact', k], ['a16', k16]] : [[undefined, k]];
+        const best = modes.map(() => Infinity);
+        for (let pass = 0; pass < 3; pass++) modes.forEach(([, kk], i) => (best[i] = Math.min(best[i], timeIt(() => kk.matmul(t, x, yOut, 1), minT, 1))));
+        modes.forEach(([activations], i) => {
+          const bps = weightBytes(t) / best[i];
+          result.rows.push({ kernel: `matvec ${fmtName(t.fmt)}`, size: label, threads, secondsPerCall: best[i], bytesPerSecond: bps, fractionOfReadBandwidth: bps / bw, ...(activations ? { activations } : {}) });
+        });
       };
       for (const t of dram) mv(t, `${t.rows}×${cols} (${(weightBytes(t) / 2 ** 20).toFixed(0)} MiB)`);
       for (const t of l2) mv(t, `${t.rows}×${cols} (${(weightBytes(t) / 2 ** 20).toFixed(1)} MiB, cache)`);
@@ -161,6 +172,7 @@ export async function benchKernels(opts: { threads?: number[]; quick?: boolean; 
       result.rows.push({ kernel: 'mla attention', size: `${NH} heads, ${ctxLen} positions`, threads, secondsPerCall: secMla, bytesPerSecond: (ctxLen * (kvl + rope) * 4 + weightBytes(kvBt)) / secMla });
     } finally {
       await k.close();
+      await k16.close();
     }
   }
   return result;
@@ -168,9 +180,14 @@ export async function benchKernels(opts: { threads?: number[]; quick?: boolean; 
 
 export function renderKernelBench(r: KernelBenchResult): string {
   const f = (n?: number, d = 2) => (n === undefined ? '' : n.toFixed(d));
+  const pairs = r.rows.filter((x) => x.activations === 'exact').map((e) => {
+    const a = r.rows.find((x) => x.activations === 'a16' && x.kernel === e.kernel && x.size === e.size && x.threads === e.threads)!;
+    return [e.kernel, e.size, e.threads, f(e.bytesPerSecond! / 1e9), f(e.fractionOfReadBandwidth), f(a.bytesPerSecond! / 1e9), f(a.fractionOfReadBandwidth), f(e.secondsPerCall / a.secondsPerCall)];
+  });
+  const side = pairs.length ? '\nQ8G/Q4G activations, side by side:\n' + table(pairs, ['kernel', 'size', 'thr', 'exact GB/s', '× read bw', 'a16 GB/s', '× read bw', 'a16 / exact']) : '';
   return table(
     r.rows.map((x) => [
-      x.kernel,
+      x.kernel + (x.activations ? ` (${x.activations})` : ''),
       x.size,
       x.threads,
       f(x.secondsPerCall * 1e6, 1),
@@ -179,5 +196,5 @@ export function renderKernelBench(r: KernelBenchResult): string {
       x.fractionOfReadBandwidth !== undefined ? f(x.fractionOfReadBandwidth) : '',
     ]),
     ['kernel', 'size', 'thr', 'µs/call', 'GB/s', 'G lookups/s', '× read bw'],
-  );
+  ) + side;
 }

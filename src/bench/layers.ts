@@ -4,6 +4,7 @@ import * as path from 'node:path';
 import { storedSizes } from '../container/tensor.js';
 import type { Tensor } from '../container/tensor.js';
 import { Model } from '../engine/model.js';
+import type { Activations } from '../kernels/types.js';
 import { WasmKernels } from '../kernels/wasm/index.js';
 import { cpuCount } from '../kernels/wasm/pool.js';
 import { Arena } from '../memory/arena.js';
@@ -16,6 +17,7 @@ import type { TrunkWeights } from '../model/parts/network.js';
 export interface LayerBenchRow {
   phase: string;
   threads: number;
+  activations: Activations;
   msPerLayer: number;
   /** Bytes the phase must read per token per layer. */
   bytes: number;
@@ -26,11 +28,13 @@ export interface LayerBenchRow {
 export interface LayerBenchResult {
   container: string;
   shape: 'kimi-linear' | 'k3';
-  /** Per thread count: ms one token of the full model would take with every expert in memory (its layer counts × ms per layer), and the experts' bytes it reads. */
-  fullToken: Record<number, { ms: number; expertBytes: number }>;
   tokens: number;
   readBandwidth: Record<number, number>;
-  tokensPerSecond: Record<number, number>;
+  /**
+   * Per thread count and activations: decode tok/s, and the ms one token of the full model would
+   * take with every expert in memory (its layer counts × ms per layer) with the experts' bytes it reads.
+   */
+  runs: { threads: number; activations: Activations; tokensPerSecond: number; fullToken: { ms: number; expertBytes: number } }[];
   rows: LayerBenchRow[];
 }
 
@@ -45,7 +49,7 @@ const stored = (t: Tensor) => {
  * ms per KDA, MLA and MoE layer, next to the bytes each must read divided by the memory read
  * bandwidth measured in the same run; and what a whole token of the full model would take.
  */
-export async function benchLayers(opts: { shape?: 'kimi-linear' | 'k3'; dir?: string; layers?: number; experts?: number; tokens?: number; threads?: number[]; log?: (s: string) => void } = {}): Promise<LayerBenchResult> {
+export async function benchLayers(opts: { shape?: 'kimi-linear' | 'k3'; dir?: string; layers?: number; experts?: number; tokens?: number; threads?: number[]; activations?: Activations[]; log?: (s: string) => void } = {}): Promise<LayerBenchResult> {
   const log = opts.log ?? (() => {});
   const shape = opts.shape ?? 'kimi-linear';
   const layers = opts.layers ?? 4;
@@ -72,65 +76,76 @@ export async function benchLayers(opts: { shape?: 'kimi-linear' | 'k3'; dir?: st
     await k.close();
   }
 
-  const result: LayerBenchResult = { container: dir, shape, tokens, readBandwidth, tokensPerSecond: {}, rows: [], fullToken: {} };
+  const result: LayerBenchResult = { container: dir, shape, tokens, readBandwidth, runs: [], rows: [] };
+  const modes = opts.activations ?? ['exact'];
   for (const threads of threadCounts) {
-    log(`decoding with ${threads} thread${threads > 1 ? 's' : ''}…`);
-    const m = await Model.open(dir, { threads, preloadExperts: true, maxContext: 256 });
+    // with several modes every model is open at once and their tokens alternate, so a noisy
+    // moment of the host slows each of them alike
+    log(`decoding with ${threads} thread${threads > 1 ? 's' : ''}, ${modes.join(' and ')} activations…`);
+    const models: Model[] = [];
     try {
+      for (const activations of modes) models.push(await Model.open(dir, { threads, activations, preloadExperts: true, maxContext: 256 }));
       // every architecture this build runs is of the Kimi family
-      const cfg = m.config as KimiConfig;
-      const s = m.newSession();
-      await s.forward([1, 2, 3, 4, 5, 6, 7, 8]);
-      const prof = m.profile();
-      const t0 = performance.now();
-      for (let i = 0; i < tokens; i++) await s.forward([(i * 7919) % cfg.vocab]);
-      const elapsed = (performance.now() - t0) / 1000;
-      result.tokensPerSecond[threads] = tokens / elapsed;
-
-      // Bytes each phase must read per token, from the model's own tensors.
-      const w = (m.net as unknown as { weights: TrunkWeights<LayerWeights> }).weights;
-      const count = (kind: string) => cfg.layerKinds.filter((k) => k.attn === kind || k.ffn === kind).length;
-      const first = (pred: (l: (typeof w.layers)[number]) => boolean) => w.layers.find(pred)!;
-      const phases: [string, number][] = [];
-      // the sublayers, as the first layer of each kind has them (later MoE layers are alike)
-      const kdaL = w.layers.find((l) => l.attn.kind === 'kda');
-      if (kdaL && kdaL.attn.kind === 'kda') {
-        const a = kdaL.attn;
-        const gate = 'low' in a.gate ? a.gate.low : [a.gate.full];
-        const mats = [a.qProj, a.kProj, a.vProj, a.fA, a.fB, a.bProj, ...gate, a.oProj].reduce((t, x) => t + stored(x), 0);
-        phases.push(['kda', mats + 4 * cfg.kda.heads * cfg.kda.headDim * cfg.kda.headDim * 4]);
+      const cfg = models[0].config as KimiConfig;
+      const sessions = models.map((m) => m.newSession());
+      for (const s of sessions) await s.forward([1, 2, 3, 4, 5, 6, 7, 8]);
+      const profs = models.map((m) => m.profile());
+      const elapsed = models.map(() => 0);
+      for (let i = 0; i < tokens; i++)
+        for (let j = 0; j < models.length; j++) {
+          const t0 = performance.now();
+          await sessions[j].forward([(i * 7919) % cfg.vocab]);
+          elapsed[j] += (performance.now() - t0) / 1000;
+        }
+      for (let j = 0; j < models.length; j++) {
+        const m = models[j];
+        const activations = modes[j];
+        const prof = profs[j];
+        // Bytes each phase must read per token, from the model's own tensors.
+        const w = (m.net as unknown as { weights: TrunkWeights<LayerWeights> }).weights;
+        const count = (kind: string) => cfg.layerKinds.filter((k) => k.attn === kind || k.ffn === kind).length;
+        const first = (pred: (l: (typeof w.layers)[number]) => boolean) => w.layers.find(pred)!;
+        const phases: [string, number][] = [];
+        // the sublayers, as the first layer of each kind has them (later MoE layers are alike)
+        const kdaL = w.layers.find((l) => l.attn.kind === 'kda');
+        if (kdaL && kdaL.attn.kind === 'kda') {
+          const a = kdaL.attn;
+          const gate = 'low' in a.gate ? a.gate.low : [a.gate.full];
+          const mats = [a.qProj, a.kProj, a.vProj, a.fA, a.fB, a.bProj, ...gate, a.oProj].reduce((t, x) => t + stored(x), 0);
+          phases.push(['kda', mats + 4 * cfg.kda.heads * cfg.kda.headDim * cfg.kda.headDim * 4]);
+        }
+        const mlaL = w.layers.find((l) => l.attn.kind === 'mla');
+        if (mlaL && mlaL.attn.kind === 'mla') {
+          const a = mlaL.attn;
+          const pos = 8 + tokens / 2;
+          const q = 'proj' in a.q ? [a.q.proj] : [a.q.a, a.q.b];
+          phases.push(['mla', [...q, a.kvA, a.kvB, ...(a.gProj ? [a.gProj] : []), a.oProj].reduce((t, x) => t + stored(x), 0) + pos * (cfg.mla.kvLoraRank + cfg.mla.qkRope) * 4]);
+        }
+        const moeL = first((l) => l.ffn.kind === 'moe');
+        if (moeL && moeL.ffn.kind === 'moe') {
+          const f = moeL.ffn;
+          const bank = m.container!.banks.get(w.layers.indexOf(moeL))!;
+          const shared = f.shared ? stored(f.shared.gate) + stored(f.shared.up) + stored(f.shared.down) : 0;
+          const latent = f.latent ? stored(f.latent.down) + stored(f.latent.up) : 0;
+          phases.push(['moe', stored(f.router) + shared + latent + cfg.moe.topK * (bank.layout.payloadEnd - 48)]);
+        }
+        const denseL = w.layers.find((l) => l.ffn.kind === 'dense');
+        if (denseL && denseL.ffn.kind === 'dense') phases.push(['dense', stored(denseL.ffn.gate) + stored(denseL.ffn.up) + stored(denseL.ffn.down)]);
+        const head = stored(w.lmHead);
+        phases.push(['head', head]);
+        const full = FULL[shape];
+        let fullMs = 0;
+        for (const [phase, bytes] of phases) {
+          const n = phase === 'head' ? 1 : count(phase);
+          const ms = (prof[phase] ?? 0) / tokens / n;
+          result.rows.push({ phase, threads, activations, msPerLayer: ms, bytes, floorMs: (bytes / readBandwidth[threads]) * 1000 });
+          fullMs += ms * (phase === 'head' ? 1 : full[phase as keyof typeof full]);
+        }
+        const bank = [...m.container!.banks.values()][0];
+        result.runs.push({ threads, activations, tokensPerSecond: tokens / elapsed[j], fullToken: { ms: fullMs, expertBytes: full.moe * cfg.moe.topK * bank.stride } });
       }
-      const mlaL = w.layers.find((l) => l.attn.kind === 'mla');
-      if (mlaL && mlaL.attn.kind === 'mla') {
-        const a = mlaL.attn;
-        const pos = 8 + tokens / 2;
-        const q = 'proj' in a.q ? [a.q.proj] : [a.q.a, a.q.b];
-        phases.push(['mla', [...q, a.kvA, a.kvB, ...(a.gProj ? [a.gProj] : []), a.oProj].reduce((t, x) => t + stored(x), 0) + pos * (cfg.mla.kvLoraRank + cfg.mla.qkRope) * 4]);
-      }
-      const moeL = first((l) => l.ffn.kind === 'moe');
-      if (moeL && moeL.ffn.kind === 'moe') {
-        const f = moeL.ffn;
-        const bank = m.container!.banks.get(w.layers.indexOf(moeL))!;
-        const shared = f.shared ? stored(f.shared.gate) + stored(f.shared.up) + stored(f.shared.down) : 0;
-        const latent = f.latent ? stored(f.latent.down) + stored(f.latent.up) : 0;
-        phases.push(['moe', stored(f.router) + shared + latent + cfg.moe.topK * (bank.layout.payloadEnd - 48)]);
-      }
-      const denseL = w.layers.find((l) => l.ffn.kind === 'dense');
-      if (denseL && denseL.ffn.kind === 'dense') phases.push(['dense', stored(denseL.ffn.gate) + stored(denseL.ffn.up) + stored(denseL.ffn.down)]);
-      const head = stored(w.lmHead);
-      phases.push(['head', head]);
-      const full = FULL[shape];
-      let fullMs = 0;
-      for (const [phase, bytes] of phases) {
-        const n = phase === 'head' ? 1 : count(phase);
-        const ms = (prof[phase] ?? 0) / tokens / n;
-        result.rows.push({ phase, threads, msPerLayer: ms, bytes, floorMs: (bytes / readBandwidth[threads]) * 1000 });
-        fullMs += ms * (phase === 'head' ? 1 : full[phase as keyof typeof full]);
-      }
-      const bank = [...m.container!.banks.values()][0];
-      result.fullToken[threads] = { ms: fullMs, expertBytes: full.moe * cfg.moe.topK * bank.stride };
     } finally {
-      await m.close();
+      for (const m of models) await m.close();
     }
   }
   return result;
@@ -144,17 +159,19 @@ const FULL = {
 
 export function renderLayerBench(r: LayerBenchResult): string {
   const bw = Object.entries(r.readBandwidth).map(([t, b]) => `${(b / 1e9).toFixed(1)} GB/s with ${t} thread${t === '1' ? '' : 's'}`);
-  const tps = Object.entries(r.tokensPerSecond).map(([t, v]) => `${v.toFixed(2)} tok/s with ${t} thread${t === '1' ? '' : 's'}`);
+  const label = (threads: number, activations: Activations) => `${threads} thread${threads === 1 ? '' : 's'}, ${activations} activations`;
   return (
     `decode, everything in memory, ${r.tokens} tokens (${r.container})\n` +
     `measured read bandwidth: ${bw.join(', ')}\n` +
-    `decode: ${tps.join(', ')}\n` +
-    Object.entries(r.fullToken)
-      .map(([t, f]) => `the full ${r.shape} model, every expert in memory, ${t} thread${t === '1' ? '' : 's'}: ${f.ms.toFixed(0)} ms a token (${(1000 / f.ms).toFixed(2)} tok/s); its experts are ${(f.expertBytes / 1e9).toFixed(2)} GB a token\n`)
+    r.runs
+      .map(
+        (x) =>
+          `${label(x.threads, x.activations)}: decode ${x.tokensPerSecond.toFixed(2)} tok/s; the full ${r.shape} model, every expert in memory: ${x.fullToken.ms.toFixed(0)} ms a token (${(1000 / x.fullToken.ms).toFixed(2)} tok/s); its experts are ${(x.fullToken.expertBytes / 1e9).toFixed(2)} GB a token\n`,
+      )
       .join('') +
     table(
-      r.rows.map((x) => [x.phase, x.threads, x.msPerLayer.toFixed(3), (x.bytes / 2 ** 20).toFixed(2), x.floorMs.toFixed(3), (x.msPerLayer / x.floorMs).toFixed(2)]),
-      ['phase', 'thr', 'ms/layer', 'MiB read', 'floor ms', '× floor'],
+      r.rows.map((x) => [x.phase, x.threads, x.activations, x.msPerLayer.toFixed(3), (x.bytes / 2 ** 20).toFixed(2), x.floorMs.toFixed(3), (x.msPerLayer / x.floorMs).toFixed(2)]),
+      ['phase', 'thr', 'activations', 'ms/layer', 'MiB read', 'floor ms', '× floor'],
     )
   );
 }

@@ -3,12 +3,15 @@
  * they measure ratios side by side in one run, on this machine.
  *   kernels    kernel throughput next to the arena's measured memory read bandwidth
  *   layers     decode with real Kimi-Linear shapes (--shape k3: Kimi K3's), all experts in memory: ms per layer vs the floor
+ *              (--activations exact,a16: each mode in turn)
+ *   activations  KL divergence of 16-bit activations from exact ones on the demo model's held-out sample (or MODEL, --text FILE, --ctx N, --windows N)
  *   pages      what the first use of a 4 KiB page of arena memory costs (fresh, after a disk read)
  *   dispatch   tiny-model decode with 1 and 2 threads (what the worker pool costs)
  *   convert    conversion throughput on Kimi-Linear shapes (--shape k3: K3's, MXFP4 experts), projected onto the full model
  *   tokenizer  encoding 1 MB of multilingual text, next to the tiktoken package
  *   server     one reply through the library, HTTP JSON and HTTP SSE; free vs schema-enforced decode
  */
+import { benchActivations, renderActivationsBench } from './activations.js';
 import { benchConvert, renderConvertBench } from './convert.js';
 import { benchDispatch, renderDispatch } from './dispatch.js';
 import { benchKernels, renderKernelBench } from './kernels.js';
@@ -17,19 +20,29 @@ import { benchPages, renderPageBench } from './pages.js';
 import { benchServer, renderServerBench } from './server.js';
 import { benchTokenizer, renderTokenizerBench } from './tokenizer.js';
 import { DEMO_MODEL } from '../store/names.js';
+import type { Activations } from '../kernels/types.js';
 
 const args = process.argv.slice(2);
 const what = args.find((a) => !a.startsWith('-')) ?? 'kernels';
 const json = args.includes('--json');
 const quick = args.includes('--quick');
+const valueOf = (flag: string): string | undefined => (args.includes(flag) ? args[args.indexOf(flag) + 1] : undefined);
+const positional = args.filter((a, i) => !a.startsWith('-') && !(i > 0 && args[i - 1].startsWith('--') && ['--shape', '--activations', '--text', '--ctx', '--windows'].includes(args[i - 1])));
 
 if (what === 'kernels') {
   const r = await benchKernels({ quick, log: (s) => process.stderr.write(`${s}\n`) });
   process.stdout.write(json ? JSON.stringify(r, null, 2) + '\n' : renderKernelBench(r));
 } else if (what === 'layers') {
   const shape = args.includes('--shape') && args[args.indexOf('--shape') + 1] === 'k3' ? 'k3' : 'kimi-linear';
-  const r = await benchLayers({ shape, log: (s) => process.stderr.write(`${s}\n`) });
+  const modes = (valueOf('--activations') ?? 'exact').split(',');
+  if (!modes.every((m): m is Activations => m === 'exact' || m === 'a16')) throw new Error('--activations takes exact, a16 or exact,a16');
+  const r = await benchLayers({ shape, activations: modes, log: (s) => process.stderr.write(`${s}\n`) });
   process.stdout.write(json ? JSON.stringify(r, null, 2) + '\n' : renderLayerBench(r));
+} else if (what === 'activations') {
+  const ctx = valueOf('--ctx');
+  const windows = valueOf('--windows');
+  const r = await benchActivations({ model: positional[1], text: valueOf('--text'), ctx: ctx ? Number(ctx) : undefined, windows: windows ? Number(windows) : undefined, log: (s) => process.stderr.write(`${s}\n`) });
+  process.stdout.write(json ? JSON.stringify(r, null, 2) + '\n' : renderActivationsBench(r));
 } else if (what === 'pages') {
   const r = await benchPages({ log: (s) => process.stderr.write(`${s}\n`) });
   process.stdout.write(json ? JSON.stringify(r, null, 2) + '\n' : renderPageBench(r));
@@ -46,6 +59,6 @@ if (what === 'kernels') {
   const r = await benchServer({ model: args.filter((a) => !a.startsWith('-'))[1] ?? DEMO_MODEL, log: (s) => process.stderr.write(`${s}\n`) });
   process.stdout.write(json ? JSON.stringify(r, null, 2) + '\n' : renderServerBench(r));
 } else {
-  process.stderr.write(`unknown benchmark "${what}" (available: kernels, layers, pages, dispatch, convert, tokenizer, server)\n`);
+  process.stderr.write(`unknown benchmark "${what}" (available: kernels, layers, activations, pages, dispatch, convert, tokenizer, server)\n`);
   process.exitCode = 2;
 }

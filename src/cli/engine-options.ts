@@ -1,5 +1,6 @@
 import { type Command, Option } from 'commander';
-import { CACHE_POLICIES, OPTION_BOUNDS, type OpenOptions } from '../engine/options.js';
+import { CACHE_POLICIES, DEFAULT_ACTIVATIONS, OPTION_BOUNDS, type OpenOptions } from '../engine/options.js';
+import { ACTIVATIONS, type Activations } from '../kernels/types.js';
 import { DEFAULT_CHUNK } from '../engine/plan.js';
 import { usableRam } from '../engine/ram.js';
 import { parseSize } from '../util/size.js';
@@ -21,6 +22,7 @@ export interface EngineFlags {
   ctx: number;
   chunk: number;
   kernelImpl: 'wasm' | 'typescript';
+  activations: Activations;
 }
 
 export function addEngineOptions(cmd: Command): Command {
@@ -37,7 +39,8 @@ export function addEngineOptions(cmd: Command): Command {
     .option('--no-warm', "ignore the container's usage.waste hotlist")
     .option('--no-vision', "leave the vision tower's room in the budget to the expert cache (images are then refused)")
     .option('--image-patches <n>', "the most patches of 14 pixels an image may become (default: the model's max_patches, 1024 for K3); --image-route native needs more to keep an image's resolution (4096 for 896 x 896), at a cost growing with its square", intArg(...OPTION_BOUNDS.imagePatches))
-    .addOption(new Option('--kernel-impl <impl>', 'kernel implementation (typescript: the plain reference, single-threaded)').choices(['wasm', 'typescript']).default('wasm'));
+    .addOption(new Option('--kernel-impl <impl>', 'kernel implementation (typescript: the plain reference, single-threaded)').choices(['wasm', 'typescript']).default('wasm'))
+    .addOption(new Option('--activations <mode>', 'Q8G/Q4G products: exact (f32-accurate activations) or a16 (16 bits per group of activations, one multiply per weight: faster, error up to 2^-16 of each group\'s largest)').choices(ACTIVATIONS).default(DEFAULT_ACTIVATIONS));
 }
 
 export function openOptions(f: EngineFlags): OpenOptions {
@@ -55,6 +58,7 @@ export function openOptions(f: EngineFlags): OpenOptions {
     maxContext: f.ctx,
     chunk: f.chunk,
     kernels: f.kernelImpl,
+    activations: f.activations,
     warn: (m) => process.stderr.write(`waste: warning: ${m}\n`),
     onProgress: loadingBar(),
   };

@@ -9,7 +9,7 @@ import { type CacheStats, ExpertCache } from '../experts/cache.js';
 import { type StreamFiles, openStreamFiles } from '../experts/io.js';
 import { ReaderPool } from '../experts/readers.js';
 import { StreamedExperts } from '../experts/streamed.js';
-import { tsKernels } from '../kernels/ts/index.js';
+import { makeTsKernels } from '../kernels/ts/index.js';
 import type { Kernels } from '../kernels/types.js';
 import { WasmKernels, kernelArenaBytes } from '../kernels/wasm/index.js';
 import { cpuCount } from '../kernels/wasm/pool.js';
@@ -164,7 +164,10 @@ export async function assemble(model: string, opts: OpenOptions): Promise<ModelP
     layout.arenas.forEach((a, i) => a.groups.forEach((g) => (of[g] = arenas[i])));
 
     const layerArenas = new Set(of);
-    kernels = o.kernels === 'typescript' ? tsKernels : await WasmKernels.create(threads, arenas, { widest: arch.widestInput(cfg), chunk, prepIn: (a) => layerArenas.has(a) });
+    kernels =
+      o.kernels === 'typescript'
+        ? makeTsKernels(o.activations)
+        : await WasmKernels.create(threads, arenas, { model: { widest: arch.widestInput(cfg), chunk, prepIn: (a) => layerArenas.has(a) }, activations: o.activations });
     let cache: ExpertCache | undefined;
     let store: StreamedExperts | undefined;
     if (container?.banks.size) {

@@ -1,4 +1,5 @@
 import type { CachePolicy } from '../experts/cache.js';
+import { ACTIVATIONS, type Activations } from '../kernels/types.js';
 import { DEFAULT_CHUNK } from './plan.js';
 import { WasteError } from '../util/errors.js';
 
@@ -39,6 +40,11 @@ export interface OpenOptions {
   cacheSlots?: number;
   /** 'wasm' (default): WebAssembly SIMD kernels; 'typescript': the plain reference kernels. */
   kernels?: 'wasm' | 'typescript';
+  /**
+   * How Q8G/Q4G products take their activations: 'exact' (default; f32-accurate, two 16-bit
+   * multiplies per weight) or 'a16' (16 bits per group of activations, one multiply per weight).
+   */
+  activations?: Activations;
   /** Tokens per prefill chunk (default 64): each expert a chunk routes to is read once for all of them. */
   chunk?: number;
   /** Longest sequence a session may hold (default 4096). */
@@ -69,8 +75,10 @@ export const OPTION_BOUNDS = {
 export const MAX_IMAGE_PATCHES = OPTION_BOUNDS.imagePatches[1];
 
 export const CACHE_POLICIES: readonly CachePolicy[] = ['lfru', 'lru', 'lfuda'];
+/** Activations when none are asked for (docs/PERFORMANCE.md, "Activation precision"). */
+export const DEFAULT_ACTIVATIONS: Activations = 'exact';
 const KERNELS = ['wasm', 'typescript'] as const;
-const KNOWN = new Set(['budget', 'verify', 'threads', 'ioThreads', 'lookahead', 'cachePolicy', 'direct', 'warm', 'preloadExperts', 'vision', 'imagePatches', 'cacheSlots', 'kernels', 'chunk', 'maxContext', 'sessions', 'arenaBytes', 'onProgress', 'warn']);
+const KNOWN = new Set(['budget', 'verify', 'threads', 'ioThreads', 'lookahead', 'cachePolicy', 'direct', 'warm', 'preloadExperts', 'vision', 'imagePatches', 'cacheSlots', 'kernels', 'activations', 'chunk', 'maxContext', 'sessions', 'arenaBytes', 'onProgress', 'warn']);
 const FLAGS = ['verify', 'direct', 'warm', 'preloadExperts', 'vision'] as const;
 
 /** What `Model.open` runs with: every option checked and defaulted. */
@@ -88,6 +96,7 @@ export interface ResolvedOpenOptions {
   imagePatches: number | undefined;
   cacheSlots: number | undefined;
   kernels: 'wasm' | 'typescript';
+  activations: Activations;
   chunk: number;
   maxContext: number;
   sessions: number;
@@ -129,6 +138,8 @@ export function resolveOpenOptions(opts: OpenOptions, defaultThreads: number): R
   if (opts.cachePolicy !== undefined && !CACHE_POLICIES.includes(opts.cachePolicy))
     throw new WasteError('E_ARG', `cachePolicy must be one of ${CACHE_POLICIES.join(', ')} (got ${show(opts.cachePolicy)})`);
   if (opts.kernels !== undefined && !KERNELS.includes(opts.kernels)) throw new WasteError('E_ARG', `kernels must be one of ${KERNELS.join(', ')} (got ${show(opts.kernels)})`);
+  if (opts.activations !== undefined && !ACTIVATIONS.includes(opts.activations))
+    throw new WasteError('E_ARG', `activations must be one of ${ACTIVATIONS.join(', ')} (got ${show(opts.activations)})`);
   // any size is taken (one above the machine is lowered to its RAM when the model opens)
   if (opts.budget !== undefined && !(typeof opts.budget === 'number' && Number.isFinite(opts.budget) && opts.budget >= 1))
     throw new WasteError('E_ARG', `budget must be a number of bytes, at least 1 (got ${show(opts.budget)})`);
@@ -153,6 +164,7 @@ export function resolveOpenOptions(opts: OpenOptions, defaultThreads: number): R
     imagePatches: opts.imagePatches === undefined ? undefined : int('imagePatches', 0),
     cacheSlots: opts.cacheSlots === undefined ? undefined : int('cacheSlots', 0),
     kernels,
+    activations: opts.activations ?? DEFAULT_ACTIVATIONS,
     chunk: int('chunk', DEFAULT_CHUNK),
     maxContext: int('maxContext', 4096),
     sessions: int('sessions', 1),

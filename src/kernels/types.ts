@@ -13,7 +13,13 @@ import type { Tensor } from '../container/tensor.js';
 export interface Kernels {
   readonly name: string;
 
-  /** Y[t·rows + i] = W[i] · X[t·cols …], for t < T (T = 1: a matrix-vector product). */
+  /** How the Q8G and Q4G products of `matmul` take their activations (fixed when the kernels are made). */
+  readonly activations: Activations;
+
+  /**
+   * Y[t·rows + i] = W[i] · X[t·cols …], for t < T (T = 1: a matrix-vector product). Q8G and Q4G
+   * rows see X through `activations`; F32 and F16 rows see it as it is.
+   */
   matmul(w: Tensor, X: Float32Array, Y: Float32Array, T: number): void;
 
   /** y[j] = Σ_{i<n} c[i] · W[row0 + i][j], for j < cols (a product with transposed rows). */
@@ -90,6 +96,19 @@ export interface Kernels {
   /** out[i] = Σ_j w[j]·eo[j·H + i] (j in order) + shared[i]. */
   moeCombine(out: Float32Array, eo: Float32Array, w: Float32Array, K: number, H: number, shared?: Float32Array): void;
 }
+
+/**
+ * The two forms Q8G and Q4G products take their activations in, each group of G values scaled by
+ * its largest magnitude m:
+ * - 'exact': 30-bit integers round(x·(2^30 − 1)/m), split into two int16 halves: the error is below
+ *   2^-31·m, as accurate as f32 arithmetic; two 16-bit multiplies per weight.
+ * - 'a16': int16 round(x·32767/m) with one f32 factor per group: the error is up to 2^-16·m (an
+ *   8-bit activation's is 2^-8·m); one multiply per weight, half the activation bytes.
+ * Only `matmul` depends on it: F32/F16 products, VQ experts, KDA and MLA's absorbed attention
+ * (whose kv_b products stay exact) are the same in both.
+ */
+export type Activations = 'exact' | 'a16';
+export const ACTIVATIONS: readonly Activations[] = ['exact', 'a16'];
 
 export interface VqGeometry {
   stages: number;

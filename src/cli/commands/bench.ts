@@ -50,7 +50,7 @@ export function registerBench(program: Command): void {
         else process.stdout.write(renderKernelBench(r));
       }
       if (o.layers) {
-        const r = await benchLayers({ log, shape: o.shape, tokens: o.quick ? 4 : 16 });
+        const r = await benchLayers({ log, shape: o.shape, tokens: o.quick ? 4 : 16, activations: [o.activations] });
         if (o.json) out.layers = r;
         else process.stdout.write(renderLayerBench(r));
       }

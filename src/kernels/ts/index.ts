@@ -1,7 +1,7 @@
 import type { Tensor } from '../../container/tensor.js';
 import { Fmt } from '../../container/format.js';
 import { f16 } from '../../util/f16.js';
-import type { KdaPrep, Kernels, MlaHeads, VqGeometry } from '../types.js';
+import type { Activations, KdaPrep, Kernels, MlaHeads, VqGeometry } from '../types.js';
 
 /**
  * The reference kernels, in plain TypeScript. Sums run in double precision and store to f32, so
@@ -61,6 +61,55 @@ function rowDot(w: Tensor, row: number, x: Float32Array, xOff: number): number {
   }
 }
 
+/** Round half to even, as WebAssembly's `nearest`: the integer activations must match it exactly. */
+function nearestEven(v: number): number {
+  const f = Math.floor(v);
+  const d = v - f;
+  return d < 0.5 ? f : d > 0.5 ? f + 1 : f % 2 === 0 ? f : f + 1;
+}
+
+/**
+ * The 16-bit activations of T vectors for groups of G (assembly/prep.ts, act_prep16): per group,
+ * X = round(x · 32767 / max|x|) and the f32 factor max|x| / 32767, computed as the kernels do.
+ */
+function prepare16(X: Float32Array, cols: number, G: number, T: number): { q: Int16Array; factor: Float32Array } {
+  const groups = Math.ceil(cols / G);
+  const q = new Int16Array(T * cols);
+  const factor = new Float32Array(T * groups);
+  for (let t = 0; t < T; t++)
+    for (let g = 0; g < groups; g++) {
+      const c0 = t * cols + g * G;
+      const c1 = t * cols + Math.min(cols, (g + 1) * G);
+      let m = 0;
+      for (let c = c0; c < c1; c++) m = Math.max(m, Math.abs(X[c]));
+      const k = m > 0 ? 32767 / m : 0;
+      factor[t * groups + g] = m > 0 ? m / 32767 : 0;
+      for (let c = c0; c < c1; c++) q[c] = nearestEven(X[c] * k);
+    }
+  return { q, factor };
+}
+
+/** Row `row` of a Q8G or Q4G tensor · one vector of 16-bit activations (prepare16), exact integer sums per group. */
+function rowDot16(w: Tensor, row: number, q: Int16Array, qOff: number, factor: Float32Array, fOff: number): number {
+  const bytes = w.q!;
+  const sc = w.scales!;
+  const G = w.group;
+  const base = row * w.rowBytes;
+  let s = 0;
+  for (let g = 0, c0 = 0; g < w.groups; g++, c0 += G) {
+    const end = Math.min(w.cols, c0 + G);
+    let p = 0;
+    if (w.fmt === Fmt.Q8G) for (let i = c0; i < end; i++) p += ((bytes[base + i] << 24) >> 24) * q[qOff + i];
+    else
+      for (let i = c0; i < end; i++) {
+        const b = bytes[base + (i >> 1)];
+        p += ((i & 1 ? b >> 4 : b & 15) - 8) * q[qOff + i];
+      }
+    s += f16(sc[row * w.groups + g]) * factor[fOff + g] * p;
+  }
+  return s;
+}
+
 /** Dequantized value W[row][col]. */
 function weightAt(w: Tensor, row: number, col: number): number {
   switch (w.fmt) {
@@ -109,13 +158,7 @@ export function erf(x: number): number {
   return x > 0 ? 1 - erfc : erfc - 1;
 }
 
-export const tsKernels: Kernels = {
-  name: 'typescript',
-
-  matmul(w, X, Y, T) {
-    for (let t = 0; t < T; t++) for (let i = 0; i < w.rows; i++) Y[t * w.rows + i] = rowDot(w, i, X, t * w.cols);
-  },
-
+const common: Omit<Kernels, 'name' | 'activations' | 'matmul'> = {
   matvecT(w, c, y, row0, n) {
     const cols = w.cols;
     const acc = new Float64Array(cols);
@@ -395,3 +438,24 @@ export const tsKernels: Kernels = {
     }
   },
 };
+
+/** The reference kernels with the given activations for Q8G/Q4G products (see Activations). */
+export function makeTsKernels(activations: Activations = 'exact'): Kernels {
+  const matmul: Kernels['matmul'] =
+    activations === 'exact'
+      ? (w, X, Y, T) => {
+          for (let t = 0; t < T; t++) for (let i = 0; i < w.rows; i++) Y[t * w.rows + i] = rowDot(w, i, X, t * w.cols);
+        }
+      : (w, X, Y, T) => {
+          if (w.fmt !== Fmt.Q8G && w.fmt !== Fmt.Q4G) {
+            for (let t = 0; t < T; t++) for (let i = 0; i < w.rows; i++) Y[t * w.rows + i] = rowDot(w, i, X, t * w.cols);
+            return;
+          }
+          const { q, factor } = prepare16(X, w.cols, w.group, T);
+          for (let t = 0; t < T; t++) for (let i = 0; i < w.rows; i++) Y[t * w.rows + i] = rowDot16(w, i, q, t * w.cols, factor, t * w.groups);
+        };
+  return { ...common, name: activations === 'exact' ? 'typescript' : `typescript, ${activations} activations`, activations, matmul };
+}
+
+/** The reference kernels with exact activations. */
+export const tsKernels: Kernels = makeTsKernels('exact');

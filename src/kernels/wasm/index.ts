@@ -2,7 +2,7 @@ import { Fmt } from '../../container/format.js';
 import type { Tensor } from '../../container/tensor.js';
 import { type Arena, arenaOf } from '../../memory/arena.js';
 import { WasteError } from '../../util/errors.js';
-import type { KdaPrep, Kernels, MlaHeads, VqGeometry } from '../types.js';
+import type { Activations, KdaPrep, Kernels, MlaHeads, VqGeometry } from '../types.js';
 import { type KernelExports, type ParallelKernel, instantiate, kernelModule } from './module.js';
 import { KernelPool } from './pool.js';
 
@@ -10,6 +10,12 @@ import { KernelPool } from './pool.js';
 function prepStride(cols: number, G: number): number {
   const groups = Math.ceil(cols / G);
   return Math.ceil((groups * G * 4 + groups * 12) / 16) * 16;
+}
+
+/** Bytes per token of 16-bit activations (mirrors prep16Stride): within prepStride's, so one buffer serves both. */
+function prep16Stride(cols: number, G: number): number {
+  const groups = Math.ceil(cols / G);
+  return Math.ceil((groups * G * 2 + groups * 20) / 16) * 16;
 }
 
 /** Per-thread scratch inside each arena (tile accumulators, the KDA update vector, a row). */
@@ -48,21 +54,25 @@ export class WasmKernels implements Kernels {
     readonly threads: number,
     private readonly pool: KernelPool | undefined,
     private readonly prepBytes: number,
+    readonly activations: Activations,
   ) {
     this.module = kernelModule();
-    this.name = `wasm-simd128 × ${threads} thread${threads === 1 ? '' : 's'}`;
+    this.name = `wasm-simd128 × ${threads} thread${threads === 1 ? '' : 's'}${activations === 'exact' ? '' : `, ${activations} activations`}`;
   }
 
   /**
-   * Kernels for `threads` threads (the caller counts as one) over the given arenas. Given the
-   * model's widest input and chunk, each arena's prepared-activation buffer is sized for them up
-   * front (see kernelArenaBytes).
+   * Kernels for `threads` threads (the caller counts as one) over the given arenas, with the given
+   * activations for Q8G/Q4G products (default exact). Given the model's widest input and chunk, each
+   * arena's prepared-activation buffer is sized for them up front (see kernelArenaBytes).
    */
-  static async create(threads: number, arenas: Arena[], model?: { widest: number; chunk: number; prepIn?: (a: Arena) => boolean }): Promise<WasmKernels> {
+  static async create(threads: number, arenas: Arena[], opts: { model?: { widest: number; chunk: number; prepIn?: (a: Arena) => boolean }; activations?: Activations } = {}): Promise<WasmKernels> {
     if (!(Number.isInteger(threads) && threads >= 1 && threads <= 256))
       throw new WasteError('E_ARG', `threads must be an integer in 1..256 (got ${threads})`);
+    const activations = opts.activations ?? 'exact';
+    if (activations !== 'exact' && activations !== 'a16') throw new WasteError('E_ARG', `activations must be exact or a16 (got ${String(activations)})`);
+    const model = opts.model;
     const pool = threads > 1 ? await KernelPool.create(kernelModule(), threads, arenas) : undefined;
-    const k = new WasmKernels(threads, pool, model ? prepBytesFor(model.widest, model.chunk) : 0);
+    const k = new WasmKernels(threads, pool, model ? prepBytesFor(model.widest, model.chunk) : 0, activations);
     // only arenas that run trunk products need prepared activations (expert arenas run lookups)
     for (const a of arenas) k.bind(a, model?.prepIn?.(a) ?? true);
     return k;
@@ -117,19 +127,27 @@ export class WasmKernels implements Kernels {
     const a = w.arena;
     const [fmt, W, S, rowBytes, groups, G] = this.tensorArgs(w);
     const x = this.at(X, a, 'X');
-    let P = 0;
-    if (fmt === Fmt.Q8G || fmt === Fmt.Q4G) {
-      // exact integer form of the activations, once per call, before the rows are split
-      const b = this.bind(a);
-      const need = T * prepStride(w.cols, G);
-      if (need > b.prepBytes) {
-        b.prepBytes = Math.max(need, 2 * b.prepBytes);
-        b.prep = a.alloc(b.prepBytes, 64);
-      }
-      b.ex.act_prep(x, w.cols, G, fmt === Fmt.Q4G ? 1 : 0, T, b.prep);
-      P = b.prep;
+    const y = this.at(Y, a, 'Y');
+    if (fmt !== Fmt.Q8G && fmt !== Fmt.Q4G) {
+      this.run('mm', a, [fmt, W, S, x, 0, y, w.rows, w.cols, rowBytes, groups, G, T], w.rows, 4, w.rows * w.cols * T);
+      return;
     }
-    this.run('mm', a, [fmt, W, S, x, P, this.at(Y, a, 'Y'), w.rows, w.cols, rowBytes, groups, G, T], w.rows, 4, w.rows * w.cols * T);
+    // the integer form of the activations, once per call, before the rows are split
+    const b = this.bind(a);
+    const a16 = this.activations === 'a16';
+    const need = T * (a16 ? prep16Stride(w.cols, G) : prepStride(w.cols, G));
+    if (need > b.prepBytes) {
+      b.prepBytes = Math.max(need, 2 * b.prepBytes);
+      b.prep = a.alloc(b.prepBytes, 64);
+    }
+    const q4 = fmt === Fmt.Q4G ? 1 : 0;
+    if (a16) {
+      b.ex.act_prep16(x, w.cols, G, q4, T, b.prep);
+      this.run('mm16', a, [fmt, W, S, b.prep, y, w.rows, w.cols, rowBytes, groups, G, T], w.rows, 4, w.rows * w.cols * T);
+    } else {
+      b.ex.act_prep(x, w.cols, G, q4, T, b.prep);
+      this.run('mm', a, [fmt, W, S, x, b.prep, y, w.rows, w.cols, rowBytes, groups, G, T], w.rows, 4, w.rows * w.cols * T);
+    }
   }
 
   matvecT(w: Tensor, c: Float32Array, y: Float32Array, row0: number, n: number): void {
