@@ -1,7 +1,6 @@
 import { createHash } from 'node:crypto';
-import { DEFAULT_MAX_IMAGE_BYTES, type DecodedImage, decodeImage } from '../image/decode.js';
+import { DEFAULT_MAX_IMAGE_BYTES, type DecodedImage, decodeImage, readImageBytes } from '../image/decode.js';
 import { WasteError } from '../util/errors.js';
-import { readBytes } from '../util/read.js';
 
 /**
  * The most pixels an image given to the library or the CLI may have (4096 × 4096; the server's
@@ -12,16 +11,7 @@ export const DEFAULT_IMAGE_PIXELS = 16 << 20;
 
 /** An image file or its bytes, read (a regular file, with a bound) and digested; decoded on demand. */
 export function readImageSource(src: string | Uint8Array): { digest: string; decode(): DecodedImage } {
-  let bytes: Uint8Array;
-  if (typeof src === 'string') {
-    try {
-      bytes = readBytes(src, DEFAULT_MAX_IMAGE_BYTES);
-    } catch (e) {
-      // readBytes's one format fault is its size bound, here the image's
-      if (e instanceof WasteError && e.code === 'E_FORMAT') throw new WasteError('E_IMAGE', e.message);
-      throw e;
-    }
-  } else bytes = src;
+  const bytes = typeof src === 'string' ? readImageBytes(src) : src;
   if (bytes.length > DEFAULT_MAX_IMAGE_BYTES) throw new WasteError('E_IMAGE', `an image of ${bytes.length} bytes is more than the ${DEFAULT_MAX_IMAGE_BYTES} allowed`);
   const digest = createHash('sha256').update(bytes).digest('hex');
   const name = typeof src === 'string' ? src : 'image';

@@ -67,13 +67,16 @@ export function imageSize(bytes: Uint8Array, opts: { name?: string } = {}): Imag
  * refused before a read), at most `maxBytes` of it.
  */
 export function readImageFile(path: string, opts: DecodeOptions & { maxBytes?: number } = {}): DecodedImage {
-  let bytes: Uint8Array;
+  return decodeImage(readImageBytes(path, opts.maxBytes), { ...opts, name: opts.name ?? path });
+}
+
+/** An image file's bytes, undecoded: a regular file, at most `maxBytes` of it. */
+export function readImageBytes(path: string, maxBytes = DEFAULT_MAX_IMAGE_BYTES): Uint8Array {
   try {
-    bytes = readBytes(path, opts.maxBytes ?? DEFAULT_MAX_IMAGE_BYTES);
+    return readBytes(path, maxBytes);
   } catch (e) {
     // readBytes's one format fault is the size bound, which for an image is the image's
     if (e instanceof WasteError && e.code === 'E_FORMAT') throw new WasteError('E_IMAGE', e.message);
     throw e;
   }
-  return decodeImage(bytes, { ...opts, name: opts.name ?? path });
 }
