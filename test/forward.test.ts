@@ -9,15 +9,16 @@ import { ROOT, containerDigest, goldenDir, readF32, relErr, sameBits, synth, tes
 import { expandPads } from '../src/engine/image-rows.js';
 
 describe('forward pass against the Python reference (golden files)', () => {
+  // exact activations: f32 arithmetic against float64 (a16 has its own reference: test/activations.test.ts)
   for (const c of GOLDEN_CASES) {
     for (const kernels of ['wasm', 'typescript'] as const) {
       const tol = c.tolerance ?? 1e-4;
-      it(`${c.name}, ${kernels} kernels: every position within ${tol} of the float64 reference`, async () => {
+      it(`${c.name}, ${kernels} kernels, exact activations: every position within ${tol} of the float64 reference`, async () => {
         const dir = goldenDir(c);
         const meta = JSON.parse(fs.readFileSync(path.join(ROOT, 'test', 'golden', `${c.name}.json`), 'utf8'));
         assert.equal(containerDigest(dir), meta.containerSha256, 'the synthetic generator changed; regenerate the goldens (tools/make-goldens.ts)');
         const ref = readF32(path.join(ROOT, 'test', 'golden', `${c.name}.bin`));
-        const m = await Model.open(dir, { kernels });
+        const m = await Model.open(dir, { kernels, activations: 'exact' });
         try {
           let logits: Float32Array;
           if (c.image) {
@@ -137,9 +138,9 @@ describe('threads never change a bit', () => {
     assert.ok(sameBits(many.logits, one.logits));
   });
 
-  it('the WebAssembly kernels agree with the TypeScript reference', async () => {
+  it('the WebAssembly kernels agree with the TypeScript reference (exact activations: a16 logits are compared product by product, test/activations.test.ts)', async () => {
     const run = async (kernels: 'wasm' | 'typescript') => {
-      const m = await Model.open(dir, { kernels });
+      const m = await Model.open(dir, { kernels, activations: 'exact' });
       try {
         return await m.newSession().forward(ids, { allLogits: true });
       } finally {

@@ -80,9 +80,9 @@ describe('Kimi K3: placement, threads and chunks decide speed, never the answer'
     for (let i = 0; i < whole.logits.length / V; i++) assert.ok(sameBits(stepped.logits.subarray(i * V, (i + 1) * V), whole.logits.subarray(i * V, (i + 1) * V)), `position ${i}`);
   });
 
-  it('the WebAssembly kernels agree with the TypeScript reference', async () => {
-    const wasm = await run({});
-    const ts = await run({ kernels: 'typescript' });
+  it('the WebAssembly kernels agree with the TypeScript reference (exact activations: a16 logits are compared product by product, test/activations.test.ts)', async () => {
+    const wasm = await run({ activations: 'exact' });
+    const ts = await run({ kernels: 'typescript', activations: 'exact' });
     const err = relErr(wasm.logits, ts.logits);
     assert.ok(err <= 1e-5, `max |Δ| / max |ref| = ${err}`);
   });

@@ -1,6 +1,9 @@
 /**
  * Dev only: regenerate test/golden/ from the Python reference. Needs Debian's python3-torch:
  *   npm run build && node dist/tools/make-goldens.js [CASE]
+ * A container case (one with Q8G/Q4G products) also gets the reference with the engine's 16-bit
+ * activation rounding: CASE.a16.bin (the logits) and CASE.a16-products.bin (the first positions'
+ * inputs and float64 a16 outputs of every Q8G/Q4G product, listed in CASE.json's `a16`).
  */
 import { execFileSync } from 'node:child_process';
 import * as fs from 'node:fs';
@@ -9,6 +12,9 @@ import { GOLDEN_CASES } from '../test/fixtures.js';
 import { ROOT, containerDigest, goldenDir, testPicture } from '../test/helpers.js';
 import { toPatches } from '../src/image/preprocess.js';
 import { readVisionConfig } from '../src/model/kimi-k3/vision/config.js';
+
+/** Positions whose product inputs and outputs CASE.a16-products.bin keeps (the first, and one with attention state). */
+const A16_POSITIONS = 2;
 
 const only = process.argv[2];
 for (const c of GOLDEN_CASES) {
@@ -30,7 +36,17 @@ for (const c of GOLDEN_CASES) {
     execFileSync('/usr/bin/python3', [path.join(ROOT, 'tools', 'reference', 'kimi_linear_ref.py'), dir, '--ids', c.ids.join(','), '--out', out], {
       stdio: 'inherit',
     });
-  const meta = { name: c.name, ids: c.ids, containerSha256: containerDigest(dir), reference: `tools/reference/${c.image ? 'kimi_k3_vision.py logits' : 'kimi_linear_ref.py'} (float64) on a ${c.checkpoint ? 'HuggingFace checkpoint' : 'container'}` };
+  let a16: { reference: string; products: unknown } | undefined;
+  if (!c.image && !c.checkpoint) {
+    const base = path.join(ROOT, 'test', 'golden', c.name);
+    const products = `${base}.a16-products.bin`;
+    execFileSync('/usr/bin/python3', [path.join(ROOT, 'tools', 'reference', 'kimi_linear_ref.py'), dir, '--ids', c.ids.join(','), '--out', `${base}.a16.bin`, '--activations', 'a16', '--products', products, '--positions', String(A16_POSITIONS)], {
+      stdio: 'inherit',
+    });
+    a16 = { reference: `tools/reference/kimi_linear_ref.py --activations a16 (float64, the inputs of Q8G/Q4G products rounded as the engine's a16) on a container`, products: JSON.parse(fs.readFileSync(`${products}.json`, 'utf8')) };
+    fs.rmSync(`${products}.json`);
+  }
+  const meta = { name: c.name, ids: c.ids, containerSha256: containerDigest(dir), reference: `tools/reference/${c.image ? 'kimi_k3_vision.py logits' : 'kimi_linear_ref.py'} (float64) on a ${c.checkpoint ? 'HuggingFace checkpoint' : 'container'}`, ...(a16 ? { a16 } : {}) };
   fs.writeFileSync(path.join(ROOT, 'test', 'golden', `${c.name}.json`), JSON.stringify(meta, null, 2) + '\n');
   console.log(`${c.name}: ${fs.statSync(out).size} bytes`);
 }

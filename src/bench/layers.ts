@@ -4,6 +4,7 @@ import * as path from 'node:path';
 import { storedSizes } from '../container/tensor.js';
 import type { Tensor } from '../container/tensor.js';
 import { Model } from '../engine/model.js';
+import { DEFAULT_ACTIVATIONS } from '../engine/options.js';
 import type { Activations } from '../kernels/types.js';
 import { WasmKernels } from '../kernels/wasm/index.js';
 import { cpuCount } from '../kernels/wasm/pool.js';
@@ -77,7 +78,7 @@ export async function benchLayers(opts: { shape?: 'kimi-linear' | 'k3'; dir?: st
   }
 
   const result: LayerBenchResult = { container: dir, shape, tokens, readBandwidth, runs: [], rows: [] };
-  const modes = opts.activations ?? ['exact'];
+  const modes = opts.activations ?? [DEFAULT_ACTIVATIONS];
   for (const threads of threadCounts) {
     // with several modes every model is open at once and their tokens alternate, so a noisy
     // moment of the host slows each of them alike

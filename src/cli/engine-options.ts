@@ -40,7 +40,7 @@ export function addEngineOptions(cmd: Command): Command {
     .option('--no-vision', "leave the vision tower's room in the budget to the expert cache (images are then refused)")
     .option('--image-patches <n>', "the most patches of 14 pixels an image may become (default: the model's max_patches, 1024 for K3); --image-route native needs more to keep an image's resolution (4096 for 896 x 896), at a cost growing with its square", intArg(...OPTION_BOUNDS.imagePatches))
     .addOption(new Option('--kernel-impl <impl>', 'kernel implementation (typescript: the plain reference, single-threaded)').choices(['wasm', 'typescript']).default('wasm'))
-    .addOption(new Option('--activations <mode>', 'Q8G/Q4G products: exact (f32-accurate activations) or a16 (16 bits per group of activations, one multiply per weight: faster, error up to 2^-16 of each group\'s largest)').choices(ACTIVATIONS).default(DEFAULT_ACTIVATIONS));
+    .addOption(new Option('--activations <mode>', 'Q8G/Q4G products: a16 (16 bits per group of activations, one multiply per weight: faster, error up to 2^-16 of each group\'s largest) or exact (f32-accurate activations)').choices(ACTIVATIONS).default(DEFAULT_ACTIVATIONS));
 }
 
 export function openOptions(f: EngineFlags): OpenOptions {

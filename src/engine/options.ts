@@ -41,8 +41,8 @@ export interface OpenOptions {
   /** 'wasm' (default): WebAssembly SIMD kernels; 'typescript': the plain reference kernels. */
   kernels?: 'wasm' | 'typescript';
   /**
-   * How Q8G/Q4G products take their activations: 'exact' (default; f32-accurate, two 16-bit
-   * multiplies per weight) or 'a16' (16 bits per group of activations, one multiply per weight).
+   * How Q8G/Q4G products take their activations: 'a16' (default; 16 bits per group of
+   * activations, one multiply per weight) or 'exact' (f32-accurate, two 16-bit multiplies per weight).
    */
   activations?: Activations;
   /** Tokens per prefill chunk (default 64): each expert a chunk routes to is read once for all of them. */
@@ -76,7 +76,7 @@ export const MAX_IMAGE_PATCHES = OPTION_BOUNDS.imagePatches[1];
 
 export const CACHE_POLICIES: readonly CachePolicy[] = ['lfru', 'lru', 'lfuda'];
 /** Activations when none are asked for (docs/PERFORMANCE.md, "Activation precision"). */
-export const DEFAULT_ACTIVATIONS: Activations = 'exact';
+export const DEFAULT_ACTIVATIONS: Activations = 'a16';
 const KERNELS = ['wasm', 'typescript'] as const;
 const KNOWN = new Set(['budget', 'verify', 'threads', 'ioThreads', 'lookahead', 'cachePolicy', 'direct', 'warm', 'preloadExperts', 'vision', 'imagePatches', 'cacheSlots', 'kernels', 'activations', 'chunk', 'maxContext', 'sessions', 'arenaBytes', 'onProgress', 'warn']);
 const FLAGS = ['verify', 'direct', 'warm', 'preloadExperts', 'vision'] as const;

@@ -8,6 +8,12 @@ ids the plain way: experts expanded into weight matrices, MLA with per-head keys
 from the latents (not the absorbed form the engine uses), the KDA recurrence token by token.
 Writes the logits of every position as little-endian float32.
 
+`--activations a16` applies the engine's 16-bit activation rounding (its `--activations a16`) to the
+input of every product it makes over a Q8G or Q4G matrix, and nothing else stays different: per
+group of G input columns, X = round(x * 32767 / max|x|) with ties to even, from x as the f32 value
+the engine holds, and x becomes X times the one f32 factor max|x| / 32767 (see a16_round). The rest
+of the pass stays float64, so a16 logits can be held to f32 accuracy of a16's own arithmetic.
+
 A Kimi K3 container or checkpoint (its outer `architectures` names KimiK3, or its text config uses a
 K3 feature: AttnRes, latent MoE, SiTU, q-LoRA, gated MLA, the full-rank or bounded KDA gate) runs
 the module of kimi_k3_model.py instead; kimi_k3_ref.py is the same program, refusing anything else.
@@ -19,7 +25,7 @@ HuggingFace modeling code, the fla kernels, vLLM, llama.cpp), not from the TypeS
 agreeing is evidence that both are right. The formulas as the engine implements them are in
 docs/ARCHITECTURE.md.
 
-    /usr/bin/python3 tools/reference/kimi_linear_ref.py CONTAINER --ids 1,2,3 --out logits.bin
+    /usr/bin/python3 tools/reference/kimi_linear_ref.py CONTAINER --ids 1,2,3 --out logits.bin [--activations a16]
 """
 import argparse
 import json
@@ -28,6 +34,7 @@ import struct
 import sys
 
 import torch
+import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from kimi_linear_model import KimiLinearForCausalLM, load_tensors  # noqa: E402
@@ -91,6 +98,11 @@ class Container:
 
     def has(self, name):
         return self.prefix + name in self.index
+
+    def quantized_group(self, name):
+        """The group size of a Q8G/Q4G trunk tensor, None for any other (or absent) one."""
+        t = self.index.get(self.prefix + name)
+        return t.get("group", 128) if t and t["fmt"] in (Q8G, Q4G) else None
 
     def expert(self, layer, e, hidden, inter):
         """Expand one VQ expert into (gate [inter,hidden], up [inter,hidden], down [hidden,inter])."""
@@ -192,17 +204,78 @@ class Checkpoint:
         return (w.view(R, -1, 32) * scale.unsqueeze(-1)).view(R, -1)
 
 
-def forward(src, ids, trace=None):
+SCALE16 = 32767.0
+
+
+def a16_round(x, G):
+    """x [..., cols] as the engine's a16 products see it: each group of G columns (the last one
+    zero-padded) of the f32 value becomes X = round(x * (32767 / m)) (m = max|x| of the group, the
+    multiplier and product in float64, ties to even) times the f32 factor m / 32767."""
+    cols = x.shape[-1]
+    ng = (cols + G - 1) // G
+    x32 = x.to(torch.float32).to(torch.float64)
+    g = F.pad(x32, (0, ng * G - cols)).view(*x.shape[:-1], ng, G)
+    m = g.abs().amax(-1, keepdim=True)
+    live = m > 0
+    k = torch.where(live, SCALE16 / torch.where(live, m, 1.0), 0.0)
+    factor = torch.where(live, (m / SCALE16).to(torch.float32).to(torch.float64), 0.0)
+    return (torch.round(g * k) * factor).view(*x.shape[:-1], ng * G)[..., :cols].to(x.dtype)
+
+
+# products the engine does not run through its Q8G/Q4G matmul whatever the weight's format: kv_b is
+# absorbed into MLA's per-head attention (exact in both modes); AttnRes projections are f32 vectors
+A16_EXEMPT = ("kv_b_proj", "_res_proj")
+
+
+def apply_a16(model, src, record=None, positions=0):
+    """Round the inputs of the products over Q8G/Q4G matrices as the engine's a16 mode does (see
+    a16_round): a pre-hook on each such Linear, and the router's input (MoE.route reads x only for
+    its product with the gate's weight). With `record` (a list), each such product's first
+    `positions` input rows (as f32) and its float64 a16 output rows are appended to it as
+    (name, x [P, cols], y [P, rows]). Returns the names of the matrices so treated."""
+    quantized = getattr(src, "quantized_group", lambda name: None)
+    done = []
+
+    def rounded(name, x, W, G):
+        xr = a16_round(x, G)
+        if record is not None and positions > 0:
+            rows = x.reshape(-1, x.shape[-1])[:positions]
+            record.append((name, rows.to(torch.float32), a16_round(rows, G) @ W.t()))
+        return xr
+
+    for name, mod in model.named_modules():
+        if any(e in name for e in A16_EXEMPT):
+            continue
+        if isinstance(mod, torch.nn.Linear):
+            G = quantized(name + ".weight")
+            if G:
+                mod.register_forward_pre_hook(lambda m, args, n=name + ".weight", G=G: (rounded(n, args[0], m.weight, G),) + tuple(args[1:]))
+                done.append(name + ".weight")
+        elif hasattr(mod, "route") and hasattr(mod, "gate"):
+            G = quantized(name + ".gate.weight")
+            if G:
+                route = mod.route
+                mod.route = lambda x, route=route, n=name + ".gate.weight", w=mod.gate.weight, G=G: route(rounded(n, x, w, G))
+                done.append(name + ".gate.weight")
+    return done
+
+
+def forward(src, ids, trace=None, activations="exact", record=None, positions=0):
     """Logits [T, vocab] (float64) of every position: the module in float64, KDA token by token.
-    For K3, `trace` (a list) receives x after every layer, [T, hidden] each."""
+    For K3, `trace` (a list) receives x after every layer, [T, hidden] each. `activations` "a16"
+    rounds as the engine's a16 mode does; `record` and `positions`: see apply_a16."""
     if is_k3(src.raw_cfg):
         model = load_k3_tensors(KimiK3ForCausalLM(src.cfg, dtype=torch.float64), src)
+        if activations == "a16":
+            apply_a16(model, src, record, positions)
         with torch.no_grad():
             out = model(torch.tensor(ids), mode="loop", trace=trace)
         if trace is not None:
             trace[:] = [x[0] for x in trace]
         return out
     model = load_tensors(KimiLinearForCausalLM(src.cfg, dtype=torch.float64), src)
+    if activations == "a16":
+        apply_a16(model, src, record, positions)
     with torch.no_grad():
         return model(torch.tensor(ids), mode="loop")
 
@@ -219,13 +292,34 @@ def main(k3_only=False):
     ap.add_argument("--out", required=True, help="float32 logits of every position, row after row")
     ap.add_argument("--hidden", help="K3 only: also write x after every layer as float32 [layers][positions][hidden] "
                                      "(the C engine's WASTE_DUMP_HIDDEN is the last position of each layer)")
+    ap.add_argument("--activations", choices=["exact", "a16"], default="exact",
+                    help="a16: round the inputs of Q8G/Q4G products as the engine's --activations a16 does")
+    ap.add_argument("--products", help="with --activations a16: write the first --positions input rows of every "
+                                       "Q8G/Q4G product and their float64 a16 outputs here (float32, entry after entry: "
+                                       "x [P][cols] then y [P][rows]; their names and sizes in FILE.json)")
+    ap.add_argument("--positions", type=int, default=2)
     args = ap.parse_args()
+    if args.products and args.activations != "a16":
+        sys.exit("--products needs --activations a16")
     ids = [int(i) for i in args.ids.split(",")]
     src = open_source(args.container)
     if (k3_only or args.hidden) and not is_k3(src.raw_cfg):
         sys.exit(f"{args.container}: not a Kimi K3 model (use kimi_linear_ref.py{'' if k3_only else ' without --hidden'})")
     trace = [] if args.hidden else None
-    logits = forward(src, ids, trace)
+    record = [] if args.products else None
+    logits = forward(src, ids, trace, args.activations, record, args.positions)
+    if record is not None:
+        # each product once (a router or a layer's matrix is called once per forward)
+        names = [r[0] for r in record]
+        if len(set(names)) != len(names):
+            sys.exit("a product was called twice; --products assumes one call each")
+        with open(args.products, "wb") as f:
+            for _, x, y in record:
+                f.write(x.numpy().tobytes())
+                f.write(y.to(torch.float32).numpy().tobytes())
+        entries = [{"name": src.prefix + n, "positions": x.shape[0], "cols": x.shape[1], "rows": y.shape[1]} for n, x, y in record]
+        with open(args.products + ".json", "w") as f:
+            json.dump(entries, f, indent=1)
     with open(args.out, "wb") as f:
         f.write(logits.to(torch.float32).numpy().tobytes())
     if args.hidden:
