@@ -10,6 +10,7 @@
  *   convert    conversion throughput on Kimi-Linear shapes (--shape k3: K3's, MXFP4 experts), projected onto the full model
  *   tokenizer  encoding 1 MB of multilingual text, next to the tiktoken package
  *   server     one reply through the library, HTTP JSON and HTTP SSE; free vs schema-enforced decode
+ *   relaxed    relaxed-SIMD instructions against their defined answers, under each of V8's compilers
  */
 import { benchActivations, renderActivationsBench } from './activations.js';
 import { benchConvert, renderConvertBench } from './convert.js';
@@ -17,10 +18,12 @@ import { benchDispatch, renderDispatch } from './dispatch.js';
 import { benchKernels, renderKernelBench } from './kernels.js';
 import { benchLayers, renderLayerBench } from './layers.js';
 import { benchPages, renderPageBench } from './pages.js';
+import { benchRelaxed, renderRelaxedBench } from './relaxed.js';
 import { benchServer, renderServerBench } from './server.js';
 import { benchTokenizer, renderTokenizerBench } from './tokenizer.js';
 import { DEMO_MODEL } from '../store/names.js';
 import type { Activations } from '../kernels/types.js';
+import { DEFAULT_ACTIVATIONS } from '../engine/options.js';
 
 const args = process.argv.slice(2);
 const what = args.find((a) => !a.startsWith('-')) ?? 'kernels';
@@ -34,7 +37,7 @@ if (what === 'kernels') {
   process.stdout.write(json ? JSON.stringify(r, null, 2) + '\n' : renderKernelBench(r));
 } else if (what === 'layers') {
   const shape = args.includes('--shape') && args[args.indexOf('--shape') + 1] === 'k3' ? 'k3' : 'kimi-linear';
-  const modes = (valueOf('--activations') ?? 'exact').split(',');
+  const modes = (valueOf('--activations') ?? DEFAULT_ACTIVATIONS).split(',');
   if (!modes.every((m): m is Activations => m === 'exact' || m === 'a16')) throw new Error('--activations takes exact, a16 or exact,a16');
   const r = await benchLayers({ shape, activations: modes, log: (s) => process.stderr.write(`${s}\n`) });
   process.stdout.write(json ? JSON.stringify(r, null, 2) + '\n' : renderLayerBench(r));
@@ -58,7 +61,10 @@ if (what === 'kernels') {
 } else if (what === 'server') {
   const r = await benchServer({ model: args.filter((a) => !a.startsWith('-'))[1] ?? DEMO_MODEL, log: (s) => process.stderr.write(`${s}\n`) });
   process.stdout.write(json ? JSON.stringify(r, null, 2) + '\n' : renderServerBench(r));
+} else if (what === 'relaxed') {
+  const r = benchRelaxed(quick ? 20_000 : 200_000);
+  process.stdout.write(json ? JSON.stringify(r, null, 2) + '\n' : renderRelaxedBench(r));
 } else {
-  process.stderr.write(`unknown benchmark "${what}" (available: kernels, layers, activations, pages, dispatch, convert, tokenizer, server)\n`);
+  process.stderr.write(`unknown benchmark "${what}" (available: kernels, layers, activations, pages, dispatch, convert, tokenizer, server, relaxed)\n`);
   process.exitCode = 2;
 }
