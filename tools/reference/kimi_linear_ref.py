@@ -12,7 +12,9 @@ Writes the logits of every position as little-endian float32.
 input of every product it makes over a Q8G or Q4G matrix, and nothing else stays different: per
 group of G input columns, X = round(x * 32767 / max|x|) with ties to even, from x as the f32 value
 the engine holds, and x becomes X times the one f32 factor max|x| / 32767 (see a16_round). The rest
-of the pass stays float64, so a16 logits can be held to f32 accuracy of a16's own arithmetic.
+of the pass stays float64. Each a16 product can be held to f32 accuracy against it (`--products`
+writes their inputs and outputs); whole-model logits cannot, since a value that f32 and float64
+round differently changes every later rounding (docs/LEARNED.md).
 
 A Kimi K3 container or checkpoint (its outer `architectures` names KimiK3, or its text config uses a
 K3 feature: AttnRes, latent MoE, SiTU, q-LoRA, gated MLA, the full-rank or bounded KDA gate) runs
