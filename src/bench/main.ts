@@ -10,12 +10,15 @@
  *   convert    conversion throughput on Kimi-Linear shapes (--shape k3: K3's, MXFP4 experts), projected onto the full model
  *   tokenizer  encoding 1 MB of multilingual text, next to the tiktoken package
  *   server     one reply through the library, HTTP JSON and HTTP SSE; free vs schema-enforced decode
+ *   lookahead  MODEL: decode streamed with each lookahead depth in turn (--depths 0,1,2 --rounds 3 --tokens N
+ *              --cache-slots N --lookahead K --trace FILE --inputs greedy): speed, stalls, bytes wasted, guess precision/recall
  */
 import { benchActivations, renderActivationsBench } from './activations.js';
 import { benchConvert, renderConvertBench } from './convert.js';
 import { benchDispatch, renderDispatch } from './dispatch.js';
 import { benchKernels, renderKernelBench } from './kernels.js';
 import { benchLayers, renderLayerBench } from './layers.js';
+import { benchLookahead, renderLookaheadBench } from './lookahead.js';
 import { benchPages, renderPageBench } from './pages.js';
 import { benchServer, renderServerBench } from './server.js';
 import { benchTokenizer, renderTokenizerBench } from './tokenizer.js';
@@ -27,7 +30,7 @@ const what = args.find((a) => !a.startsWith('-')) ?? 'kernels';
 const json = args.includes('--json');
 const quick = args.includes('--quick');
 const valueOf = (flag: string): string | undefined => (args.includes(flag) ? args[args.indexOf(flag) + 1] : undefined);
-const positional = args.filter((a, i) => !a.startsWith('-') && !(i > 0 && args[i - 1].startsWith('--') && ['--shape', '--activations', '--text', '--ctx', '--windows'].includes(args[i - 1])));
+const positional = args.filter((a, i) => !a.startsWith('-') && !(i > 0 && args[i - 1].startsWith('--') && ['--shape', '--activations', '--text', '--ctx', '--windows', '--depths', '--rounds', '--tokens', '--cache-slots', '--lookahead', '--trace', '--inputs', '--budget'].includes(args[i - 1])));
 
 if (what === 'kernels') {
   const r = await benchKernels({ quick, log: (s) => process.stderr.write(`${s}\n`) });
@@ -58,7 +61,21 @@ if (what === 'kernels') {
 } else if (what === 'server') {
   const r = await benchServer({ model: args.filter((a) => !a.startsWith('-'))[1] ?? DEMO_MODEL, log: (s) => process.stderr.write(`${s}\n`) });
   process.stdout.write(json ? JSON.stringify(r, null, 2) + '\n' : renderServerBench(r));
+} else if (what === 'lookahead') {
+  const num = (flag: string) => (valueOf(flag) === undefined ? undefined : Number(valueOf(flag)));
+  const r = await benchLookahead(positional[1] ?? DEMO_MODEL, {
+    depths: valueOf('--depths')?.split(',').map(Number),
+    rounds: num('--rounds'),
+    tokens: num('--tokens'),
+    cacheSlots: num('--cache-slots'),
+    budget: num('--budget'),
+    lookahead: num('--lookahead'),
+    routingTrace: valueOf('--trace'),
+    inputs: valueOf('--inputs') === 'greedy' ? 'greedy' : undefined,
+    log: (s) => process.stderr.write(`${s}\n`),
+  });
+  process.stdout.write(json ? JSON.stringify(r, null, 2) + '\n' : renderLookaheadBench(r));
 } else {
-  process.stderr.write(`unknown benchmark "${what}" (available: kernels, layers, activations, pages, dispatch, convert, tokenizer, server)\n`);
+  process.stderr.write(`unknown benchmark "${what}" (available: kernels, layers, activations, pages, dispatch, convert, tokenizer, server, lookahead)\n`);
   process.exitCode = 2;
 }

@@ -1,5 +1,5 @@
 import { type Command, Option } from 'commander';
-import { CACHE_POLICIES, DEFAULT_ACTIVATIONS, OPTION_BOUNDS, type OpenOptions } from '../engine/options.js';
+import { CACHE_POLICIES, DEFAULT_ACTIVATIONS, DEFAULT_LOOKAHEAD_LAYERS, OPTION_BOUNDS, type OpenOptions } from '../engine/options.js';
 import { ACTIVATIONS, type Activations } from '../kernels/types.js';
 import { DEFAULT_CHUNK } from '../engine/plan.js';
 import { usableRam } from '../engine/ram.js';
@@ -13,6 +13,7 @@ export interface EngineFlags {
   threads?: number;
   ioThreads: number;
   lookahead: number;
+  lookaheadLayers: number;
   cachePolicy: 'lfru' | 'lru' | 'lfuda';
   verify: boolean;
   direct: boolean;
@@ -32,7 +33,8 @@ export function addEngineOptions(cmd: Command): Command {
     .option('--chunk <n>', 'prefill: tokens run together, each expert read once per chunk (larger reads less, needs more scratch)', intArg(...OPTION_BOUNDS.chunk), DEFAULT_CHUNK)
     .option('--threads <n>', 'compute threads (default: one per core)', intArg(...OPTION_BOUNDS.threads))
     .option('--io-threads <n>', 'reader threads for expert records (0 reads on the compute thread)', intArg(...OPTION_BOUNDS.ioThreads), 2)
-    .option('--lookahead <k>', 'decode: prefetch the next layer\'s k likeliest experts (0 disables)', intArg(...OPTION_BOUNDS.lookahead), 6)
+    .option('--lookahead <k>', 'decode: prefetch the k likeliest experts of each coming MoE layer (0 disables)', intArg(...OPTION_BOUNDS.lookahead), 6)
+    .option('--lookahead-layers <n>', 'decode: how many MoE layers ahead to prefetch (0 disables)', intArg(...OPTION_BOUNDS.lookaheadLayers), DEFAULT_LOOKAHEAD_LAYERS)
     .addOption(new Option('--cache-policy <policy>', 'expert-cache eviction: lfru (hits per time held, sampled), lru, or lfuda (request counts kept across evictions, aged, every slot compared)').choices(CACHE_POLICIES).default('lfru'))
     .option('--verify', "check each expert record's CRC32 as it enters RAM, and trunk.bin and codebooks.bin against their SHA-256 at open", false)
     .option('--no-direct', 'read experts through the page cache instead of O_DIRECT')
@@ -49,6 +51,7 @@ export function openOptions(f: EngineFlags): OpenOptions {
     threads: f.threads,
     ioThreads: f.ioThreads,
     lookahead: f.lookahead,
+    lookaheadLayers: f.lookaheadLayers,
     cachePolicy: f.cachePolicy,
     verify: f.verify,
     direct: f.direct,

@@ -182,7 +182,7 @@ export async function assemble(model: string, opts: OpenOptions): Promise<ModelP
       const payloadEnd = [...container.banks.values()][0].layout.payloadEnd;
       if (ioThreads > 0) readers = await ReaderPool.create(ioThreads, slots.length, arenas, o.verify ? payloadEnd : 0);
       cache = new ExpertCache(container, files, slots, stride, o.cachePolicy, readers, o.verify);
-      store = new StreamedExperts(cache, o.lookahead);
+      store = new StreamedExperts(cache, o.lookahead, o.lookaheadLayers);
     }
     const record = container?.banks.size ? [...container.banks.values()][0].layout : undefined;
     const net = arch.build({ cfg, source: src.source, of, arenas, kernels, experts: store, quant: container?.quant, record, chunk, maxContext, onProgress: o.onProgress });

@@ -3,7 +3,7 @@ import type { Container } from '../container/open.js';
 import type { ModelConfig } from '../core/model-config.js';
 import type { CacheStats, ExpertCache } from '../experts/cache.js';
 import type { StreamFiles } from '../experts/io.js';
-import type { StreamedExperts } from '../experts/streamed.js';
+import type { LookaheadScore, StreamedExperts } from '../experts/streamed.js';
 import { Chat, type ChatOptions, type ImageInput } from '../generate/chat.js';
 import { type GenerationDefaults, readGenerationDefaults } from '../generate/defaults.js';
 import type { Kernels } from '../kernels/types.js';
@@ -48,8 +48,13 @@ export interface ModelStats extends CacheStats {
   /** Bytes the engine has allocated (arenas), never above the budget. */
   allocatedBytes: number;
   lookahead: number;
+  /** How many MoE layers ahead decode prefetches. */
+  lookaheadLayers: number;
+  /** Lookahead guesses (all depths) and how many the layer then asked for. */
   lookaheadPredicted: number;
   lookaheadCorrect: number;
+  /** The same per depth (index 0: one layer ahead), with the experts asked for where a guess was made. */
+  lookaheadByDepth: LookaheadScore[];
 }
 
 /**
@@ -296,6 +301,8 @@ export class Model implements SessionHost {
       lookahead: this.store?.lookahead ?? 0,
       lookaheadPredicted: this.store?.lookaheadStats.predicted ?? 0,
       lookaheadCorrect: this.store?.lookaheadStats.correct ?? 0,
+      lookaheadLayers: this.store?.lookaheadLayers ?? 0,
+      lookaheadByDepth: (this.store?.lookaheadByDepth ?? []).map((d) => ({ ...d })),
     };
   }
 

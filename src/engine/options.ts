@@ -15,8 +15,13 @@ export interface OpenOptions {
   threads?: number;
   /** Reader threads for expert records (default 2; 0 reads on the computing thread). */
   ioThreads?: number;
-  /** Decode: prefetch the next MoE layer's likeliest experts (default 6; 0 = off). */
+  /** Decode: prefetch this many of each coming MoE layer's likeliest experts (default 6; 0 = off). */
   lookahead?: number;
+  /**
+   * Decode: how many MoE layers ahead to prefetch (default DEFAULT_LOOKAHEAD_LAYERS; 0 = off).
+   * Layer L+d's guess applies its router to layer L's hidden state (docs/PERFORMANCE.md, "Lookahead depth").
+   */
+  lookaheadLayers?: number;
   /** Expert-cache eviction: 'lfru' (default), 'lru' or 'lfuda'. */
   cachePolicy?: CachePolicy;
   /** Bypass the page cache with O_DIRECT where it works (default true). */
@@ -64,6 +69,7 @@ export const OPTION_BOUNDS = {
   threads: [1, 256],
   ioThreads: [0, 64],
   lookahead: [0, 64],
+  lookaheadLayers: [0, 8],
   chunk: [1, 4096],
   maxContext: [1, 1 << 24],
   sessions: [1, 1024],
@@ -75,10 +81,12 @@ export const OPTION_BOUNDS = {
 export const MAX_IMAGE_PATCHES = OPTION_BOUNDS.imagePatches[1];
 
 export const CACHE_POLICIES: readonly CachePolicy[] = ['lfru', 'lru', 'lfuda'];
+/** How many MoE layers ahead decode prefetches when not told (docs/PERFORMANCE.md, "Lookahead depth"). */
+export const DEFAULT_LOOKAHEAD_LAYERS = 1;
 /** Activations when none are asked for (docs/PERFORMANCE.md, "Activation precision"). */
 export const DEFAULT_ACTIVATIONS: Activations = 'exact';
 const KERNELS = ['wasm', 'typescript'] as const;
-const KNOWN = new Set(['budget', 'verify', 'threads', 'ioThreads', 'lookahead', 'cachePolicy', 'direct', 'warm', 'preloadExperts', 'vision', 'imagePatches', 'cacheSlots', 'kernels', 'activations', 'chunk', 'maxContext', 'sessions', 'arenaBytes', 'onProgress', 'warn']);
+const KNOWN = new Set(['budget', 'verify', 'threads', 'ioThreads', 'lookahead', 'lookaheadLayers', 'cachePolicy', 'direct', 'warm', 'preloadExperts', 'vision', 'imagePatches', 'cacheSlots', 'kernels', 'activations', 'chunk', 'maxContext', 'sessions', 'arenaBytes', 'onProgress', 'warn']);
 const FLAGS = ['verify', 'direct', 'warm', 'preloadExperts', 'vision'] as const;
 
 /** What `Model.open` runs with: every option checked and defaulted. */
@@ -88,6 +96,7 @@ export interface ResolvedOpenOptions {
   threads: number;
   ioThreads: number;
   lookahead: number;
+  lookaheadLayers: number;
   cachePolicy: CachePolicy;
   direct: boolean;
   warm: boolean;
@@ -109,6 +118,7 @@ const NAMES: Record<string, string> = {
   threads: 'threads',
   ioThreads: 'I/O threads (ioThreads)',
   lookahead: 'lookahead',
+  lookaheadLayers: 'lookahead layers (lookaheadLayers)',
   chunk: 'the prefill chunk (chunk)',
   maxContext: 'the context length (maxContext)',
   sessions: 'sessions',
@@ -156,6 +166,7 @@ export function resolveOpenOptions(opts: OpenOptions, defaultThreads: number): R
     threads,
     ioThreads: int('ioThreads', 2),
     lookahead: int('lookahead', 6),
+    lookaheadLayers: int('lookaheadLayers', DEFAULT_LOOKAHEAD_LAYERS),
     cachePolicy: opts.cachePolicy ?? 'lfru',
     direct: opts.direct ?? true,
     warm: opts.warm ?? true,
