@@ -10,8 +10,9 @@
  *   convert    conversion throughput on Kimi-Linear shapes (--shape k3: K3's, MXFP4 experts), projected onto the full model
  *   tokenizer  encoding 1 MB of multilingual text, next to the tiktoken package
  *   server     one reply through the library, HTTP JSON and HTTP SSE; free vs schema-enforced decode
- *   lookahead  MODEL: decode streamed with each lookahead depth in turn (--depths 0,1,2 --rounds 3 --tokens N
+ *   lookahead  MODEL: decode streamed with each lookahead depth in turn (--depths 0,1,2 --rounds 3 --tokens N --prompt-tokens N
  *              --cache-slots N --lookahead K --trace FILE --inputs greedy): speed, stalls, bytes wasted, guess precision/recall
+ *   trace-lookahead  TRACE.jsonl: how well a real routing trace's layer L predicts layers L+1..L+3 (--guesses K)
  */
 import { benchActivations, renderActivationsBench } from './activations.js';
 import { benchConvert, renderConvertBench } from './convert.js';
@@ -19,6 +20,7 @@ import { benchDispatch, renderDispatch } from './dispatch.js';
 import { benchKernels, renderKernelBench } from './kernels.js';
 import { benchLayers, renderLayerBench } from './layers.js';
 import { benchLookahead, renderLookaheadBench } from './lookahead.js';
+import { renderTraceLookahead, traceLookahead } from './trace-lookahead.js';
 import { benchPages, renderPageBench } from './pages.js';
 import { benchServer, renderServerBench } from './server.js';
 import { benchTokenizer, renderTokenizerBench } from './tokenizer.js';
@@ -30,7 +32,7 @@ const what = args.find((a) => !a.startsWith('-')) ?? 'kernels';
 const json = args.includes('--json');
 const quick = args.includes('--quick');
 const valueOf = (flag: string): string | undefined => (args.includes(flag) ? args[args.indexOf(flag) + 1] : undefined);
-const positional = args.filter((a, i) => !a.startsWith('-') && !(i > 0 && args[i - 1].startsWith('--') && ['--shape', '--activations', '--text', '--ctx', '--windows', '--depths', '--rounds', '--tokens', '--cache-slots', '--lookahead', '--trace', '--inputs', '--budget'].includes(args[i - 1])));
+const positional = args.filter((a, i) => !a.startsWith('-') && !(i > 0 && args[i - 1].startsWith('--') && ['--shape', '--activations', '--text', '--ctx', '--windows', '--depths', '--rounds', '--tokens', '--cache-slots', '--lookahead', '--trace', '--inputs', '--budget', '--guesses', '--prompt-tokens'].includes(args[i - 1])));
 
 if (what === 'kernels') {
   const r = await benchKernels({ quick, log: (s) => process.stderr.write(`${s}\n`) });
@@ -67,6 +69,7 @@ if (what === 'kernels') {
     depths: valueOf('--depths')?.split(',').map(Number),
     rounds: num('--rounds'),
     tokens: num('--tokens'),
+    promptTokens: num('--prompt-tokens'),
     cacheSlots: num('--cache-slots'),
     budget: num('--budget'),
     lookahead: num('--lookahead'),
@@ -75,7 +78,11 @@ if (what === 'kernels') {
     log: (s) => process.stderr.write(`${s}\n`),
   });
   process.stdout.write(json ? JSON.stringify(r, null, 2) + '\n' : renderLookaheadBench(r));
+} else if (what === 'trace-lookahead') {
+  const file = positional[1] ?? '/work/shared/data/kimi-linear-routing-300.jsonl';
+  const r = traceLookahead(file, { guesses: valueOf('--guesses') === undefined ? undefined : Number(valueOf('--guesses')) });
+  process.stdout.write(json ? JSON.stringify(r, null, 2) + '\n' : renderTraceLookahead(r));
 } else {
-  process.stderr.write(`unknown benchmark "${what}" (available: kernels, layers, activations, pages, dispatch, convert, tokenizer, server, lookahead)\n`);
+  process.stderr.write(`unknown benchmark "${what}" (available: kernels, layers, activations, pages, dispatch, convert, tokenizer, server, lookahead, trace-lookahead)\n`);
   process.exitCode = 2;
 }

@@ -18,6 +18,8 @@ export interface EngineFlags {
   verify: boolean;
   direct: boolean;
   warm: boolean;
+  /** Commands that decode (run, chat, serve) and logits: save the learned hot set at close. */
+  learn?: boolean;
   vision: boolean;
   imagePatches?: number;
   ctx: number;
@@ -45,6 +47,11 @@ export function addEngineOptions(cmd: Command): Command {
     .addOption(new Option('--activations <mode>', 'Q8G/Q4G products: exact (f32-accurate activations) or a16 (16 bits per group of activations, one multiply per weight: faster, error up to 2^-16 of each group\'s largest)').choices(ACTIVATIONS).default(DEFAULT_ACTIVATIONS));
 }
 
+/** --no-learn, for the commands that decode: they save the cache's hot set at close by default. */
+export function addLearnOption(cmd: Command): Command {
+  return cmd.option('--no-learn', "don't save the experts the cache holds at the end to the container's usage.waste (saved by default, so the next open starts warm)");
+}
+
 export function openOptions(f: EngineFlags): OpenOptions {
   return {
     budget: f.budget !== undefined ? parseSize(f.budget, usableRam().usable, 'budget') : undefined,
@@ -56,6 +63,7 @@ export function openOptions(f: EngineFlags): OpenOptions {
     verify: f.verify,
     direct: f.direct,
     warm: f.warm,
+    learn: f.learn ?? false,
     vision: f.vision,
     imagePatches: f.imagePatches,
     maxContext: f.ctx,

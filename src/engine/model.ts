@@ -1,4 +1,3 @@
-import * as path from 'node:path';
 import type { Container } from '../container/open.js';
 import type { ModelConfig } from '../core/model-config.js';
 import type { CacheStats, ExpertCache } from '../experts/cache.js';
@@ -80,6 +79,7 @@ export class Model implements SessionHost {
   readonly net: Network;
   private readonly store: StreamedExperts | undefined;
   private readonly files: StreamFiles | undefined;
+  private readonly usageFile: string | undefined;
   private readonly freeStates: SequenceState[];
   private readonly release_: () => Promise<void>;
   private closed = false;
@@ -107,6 +107,7 @@ export class Model implements SessionHost {
     this.cache = p.cache;
     this.store = p.store;
     this.files = p.files;
+    this.usageFile = p.usageFile;
     this.freeStates = p.states;
     this.release_ = p.close;
     this.visionParts = p.vision;
@@ -306,10 +307,15 @@ export class Model implements SessionHost {
     };
   }
 
-  /** Write the experts the cache holds now to the container's usage.waste, for a warm next open. */
+  /**
+   * Write the experts the cache holds now, merged with those the hotlist already lists, to the
+   * container's usage.waste (or the open option `usageFile`, or `file`), atomically, for a warm next
+   * open; returns how many experts it lists. Throws when the file cannot be written (the open
+   * option `learn` does this at close() and only warns).
+   */
   saveUsage(file?: string): number {
-    if (!this.cache || !this.container) return 0;
-    return this.cache.saveUsage(file ?? path.join(this.container.dir, USAGE_FILE));
+    if (!this.cache || !this.usageFile) return 0;
+    return this.cache.saveUsage(file ?? this.usageFile);
   }
 
   async close(): Promise<void> {

@@ -28,6 +28,15 @@ export interface OpenOptions {
   direct?: boolean;
   /** Load the experts listed in the container's usage.waste at open (default true). */
   warm?: boolean;
+  /**
+   * At close(), save the experts the cache holds, merged with what the hotlist already lists, to
+   * the container's usage.waste (atomically), so the next open starts warm (default false; the
+   * CLI's run, chat and serve turn it on). A directory that cannot be written is reported through
+   * `warn`, and close() still succeeds.
+   */
+  learn?: boolean;
+  /** Where the hotlist is read (warm) and written (learn, saveUsage): default `<model>/usage.waste`. */
+  usageFile?: string;
   /** Read every expert into the cache at open (the budget must hold them all). */
   preloadExperts?: boolean;
   /**
@@ -86,8 +95,8 @@ export const DEFAULT_LOOKAHEAD_LAYERS = 1;
 /** Activations when none are asked for (docs/PERFORMANCE.md, "Activation precision"). */
 export const DEFAULT_ACTIVATIONS: Activations = 'exact';
 const KERNELS = ['wasm', 'typescript'] as const;
-const KNOWN = new Set(['budget', 'verify', 'threads', 'ioThreads', 'lookahead', 'lookaheadLayers', 'cachePolicy', 'direct', 'warm', 'preloadExperts', 'vision', 'imagePatches', 'cacheSlots', 'kernels', 'activations', 'chunk', 'maxContext', 'sessions', 'arenaBytes', 'onProgress', 'warn']);
-const FLAGS = ['verify', 'direct', 'warm', 'preloadExperts', 'vision'] as const;
+const KNOWN = new Set(['budget', 'verify', 'threads', 'ioThreads', 'lookahead', 'lookaheadLayers', 'cachePolicy', 'direct', 'warm', 'learn', 'usageFile', 'preloadExperts', 'vision', 'imagePatches', 'cacheSlots', 'kernels', 'activations', 'chunk', 'maxContext', 'sessions', 'arenaBytes', 'onProgress', 'warn']);
+const FLAGS = ['verify', 'direct', 'warm', 'learn', 'preloadExperts', 'vision'] as const;
 
 /** What `Model.open` runs with: every option checked and defaulted. */
 export interface ResolvedOpenOptions {
@@ -100,6 +109,8 @@ export interface ResolvedOpenOptions {
   cachePolicy: CachePolicy;
   direct: boolean;
   warm: boolean;
+  learn: boolean;
+  usageFile: string | undefined;
   preloadExperts: boolean;
   vision: boolean;
   imagePatches: number | undefined;
@@ -155,6 +166,8 @@ export function resolveOpenOptions(opts: OpenOptions, defaultThreads: number): R
     throw new WasteError('E_ARG', `budget must be a number of bytes, at least 1 (got ${show(opts.budget)})`);
   if (opts.arenaBytes !== undefined && !(typeof opts.arenaBytes === 'number' && Number.isSafeInteger(opts.arenaBytes) && opts.arenaBytes >= 1 << 16))
     throw new WasteError('E_ARG', `arenaBytes must be a whole number of bytes, at least 65536 (got ${show(opts.arenaBytes)})`);
+  if (opts.usageFile !== undefined && !(typeof opts.usageFile === 'string' && opts.usageFile.length > 0 && !opts.usageFile.includes('\0')))
+    throw new WasteError('E_ARG', `usageFile must be a file path (got ${show(opts.usageFile)})`);
   for (const key of ['warn', 'onProgress'] as const)
     if (opts[key] !== undefined && typeof opts[key] !== 'function') throw new WasteError('E_ARG', `${key} must be a function (got ${show(opts[key])})`);
   const kernels = opts.kernels ?? 'wasm';
@@ -170,6 +183,8 @@ export function resolveOpenOptions(opts: OpenOptions, defaultThreads: number): R
     cachePolicy: opts.cachePolicy ?? 'lfru',
     direct: opts.direct ?? true,
     warm: opts.warm ?? true,
+    learn: opts.learn ?? false,
+    usageFile: opts.usageFile,
     preloadExperts: opts.preloadExperts ?? false,
     vision: opts.vision ?? true,
     imagePatches: opts.imagePatches === undefined ? undefined : int('imagePatches', 0),
