@@ -152,6 +152,30 @@ describe('learning the hot set', () => {
     assert.ok(fs.existsSync(path.join(d, 'usage.waste')));
   });
 
+  it('waste serve learns when it shuts down', async () => {
+    const d = copyContainer(dir);
+    const child = spawn(process.execPath, [BIN, 'serve', d, '--port', '0', '-q', '--budget', String(budget)], { stdio: ['ignore', 'ignore', 'pipe'] });
+    let err = '';
+    const url = await new Promise<string>((resolve, reject) => {
+      child.stderr.on('data', (b) => {
+        err += b;
+        const m = /listening on (http:\/\/\S+)/.exec(err);
+        if (m) resolve(m[1]);
+      });
+      child.on('exit', () => reject(new Error(`serve exited: ${err}`)));
+    });
+    const r = await fetch(`${url}/v1/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ prompt: 'once upon', max_tokens: 4 }) });
+    assert.equal(r.status, 200);
+    await r.json();
+    assert.ok(!fs.existsSync(path.join(d, 'usage.waste')), 'not before it ends');
+    const code = await new Promise<number | null>((resolve) => {
+      child.on('exit', (c) => resolve(c));
+      child.kill('SIGTERM');
+    });
+    assert.equal(code, 0, err);
+    assert.ok(fs.existsSync(path.join(d, 'usage.waste')));
+  });
+
   it('a run killed before its end leaves the earlier hotlist whole', async () => {
     const d = copyContainer(dir);
     const file = path.join(d, 'usage.waste');

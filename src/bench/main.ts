@@ -12,6 +12,8 @@
  *   server     one reply through the library, HTTP JSON and HTTP SSE; free vs schema-enforced decode
  *   lookahead  MODEL: decode streamed with each lookahead depth in turn (--depths 0,1,2 --rounds 3 --tokens N --prompt-tokens N
  *              --cache-slots N --lookahead K --trace FILE --inputs greedy): speed, stalls, bytes wasted, guess precision/recall
+ *   warm       MODEL: a learned hotlist's effect on the next open: cold and warm runs alternating (--tokens N --prompt-tokens N
+ *              --cache-slots N --rounds N)
  *   trace-lookahead  TRACE.jsonl: how well a real routing trace's layer L predicts layers L+1..L+3 (--guesses K)
  */
 import { benchActivations, renderActivationsBench } from './activations.js';
@@ -21,6 +23,7 @@ import { benchKernels, renderKernelBench } from './kernels.js';
 import { benchLayers, renderLayerBench } from './layers.js';
 import { benchLookahead, renderLookaheadBench } from './lookahead.js';
 import { renderTraceLookahead, traceLookahead } from './trace-lookahead.js';
+import { benchWarm, renderWarmBench } from './warm.js';
 import { benchPages, renderPageBench } from './pages.js';
 import { benchServer, renderServerBench } from './server.js';
 import { benchTokenizer, renderTokenizerBench } from './tokenizer.js';
@@ -78,11 +81,15 @@ if (what === 'kernels') {
     log: (s) => process.stderr.write(`${s}\n`),
   });
   process.stdout.write(json ? JSON.stringify(r, null, 2) + '\n' : renderLookaheadBench(r));
+} else if (what === 'warm') {
+  const num = (flag: string) => (valueOf(flag) === undefined ? undefined : Number(valueOf(flag)));
+  const r = await benchWarm(positional[1] ?? DEMO_MODEL, { tokens: num('--tokens'), promptTokens: num('--prompt-tokens'), cacheSlots: num('--cache-slots'), rounds: num('--rounds'), log: (s) => process.stderr.write(`${s}\n`) });
+  process.stdout.write(json ? JSON.stringify(r, null, 2) + '\n' : renderWarmBench(r));
 } else if (what === 'trace-lookahead') {
   const file = positional[1] ?? '/work/shared/data/kimi-linear-routing-300.jsonl';
   const r = traceLookahead(file, { guesses: valueOf('--guesses') === undefined ? undefined : Number(valueOf('--guesses')) });
   process.stdout.write(json ? JSON.stringify(r, null, 2) + '\n' : renderTraceLookahead(r));
 } else {
-  process.stderr.write(`unknown benchmark "${what}" (available: kernels, layers, activations, pages, dispatch, convert, tokenizer, server, lookahead, trace-lookahead)\n`);
+  process.stderr.write(`unknown benchmark "${what}" (available: kernels, layers, activations, pages, dispatch, convert, tokenizer, server, lookahead, warm, trace-lookahead)\n`);
   process.exitCode = 2;
 }
