@@ -274,15 +274,26 @@ export class ExpertCache {
   prefetch(layer: number, ids: readonly number[]): void {
     const bank = this.container.banks.get(layer);
     if (!bank) return;
-    for (const e of ids) {
-      if (this.map.has(key(layer, e))) continue;
-      if (this.available() <= 0) return;
-      const s = this.victim();
-      this.issue(s, layer, e, true);
-      s.speculative = true;
-      s.hits = 0;
-      this.stats.speculativeReads++;
-      this.stats.speculativeBytes += bank.stride;
+    // A guess never displaces another whose layer has not come yet (its read would be for nothing;
+    // with guesses several layers ahead it was what the farther ones evicted, never-used records
+    // scoring lowest): those are held for the while. Demand misses still evict them.
+    const held = this.slots.filter((s) => s.speculative && s.key >= 0 && s.born >= (this.layerStep.get(Math.floor(s.key / 65536)) ?? 0));
+    for (const s of held) s.pins++;
+    try {
+      for (const e of ids) {
+        if (this.map.has(key(layer, e))) continue;
+        if (this.available() <= 0) return;
+        const s = this.victim();
+        this.issue(s, layer, e, true);
+        s.speculative = true;
+        s.hits = 0;
+        s.pins++;
+        held.push(s);
+        this.stats.speculativeReads++;
+        this.stats.speculativeBytes += bank.stride;
+      }
+    } finally {
+      for (const s of held) this.release(s);
     }
   }
 
