@@ -54,6 +54,8 @@ describe('Kimi K3: placement, threads and chunks decide speed, never the answer'
       ['3 threads', { threads: 3 }],
       ['the floor', { budget: floor, lookahead: 0 }],
       ['the floor with lookahead', { budget: floor, lookahead: 6 }],
+      ['the floor, lookahead 2 layers ahead', { budget: floor, lookahead: 6, lookaheadLayers: 2 }],
+      ['floor + 100 KB, lookahead 3 layers ahead', { budget: floor + 100_000, lookahead: 3, lookaheadLayers: 3 }],
       ['floor + 100 KB, lru', { budget: floor + 100_000, cachePolicy: 'lru' }],
       ['floor + 100 KB, lfuda', { budget: floor + 100_000, cachePolicy: 'lfuda' }],
       ['no reader threads', { ioThreads: 0 }],

@@ -87,6 +87,21 @@ describe('runtime: placement decides speed, never the answer', () => {
     assert.equal(off.stats.speculativeReads, 0);
   });
 
+  it('lookahead 0, 1, 2 and 3 layers ahead: the same logits, each depth scored, never over the budget', async () => {
+    for (const budget of [floor, floor + 200_000]) {
+      for (const lookaheadLayers of [0, 1, 2, 3]) {
+        const r = await run({ budget, lookahead: 4, lookaheadLayers });
+        assert.ok(sameBits(r.logits, reference), `budget ${budget}, ${lookaheadLayers} layers ahead`);
+        assert.equal(r.stats.lookaheadLayers, lookaheadLayers);
+        // every depth asked for guessed (the model has more MoE layers than that), and none beyond
+        assert.equal(r.stats.lookaheadByDepth.length, lookaheadLayers);
+        for (const d of r.stats.lookaheadByDepth) assert.ok(d.predicted > 0 && d.correct <= d.predicted && d.correct <= d.asked, JSON.stringify(d));
+        if (lookaheadLayers === 0) assert.equal(r.stats.speculativeReads, 0);
+        else assert.ok(r.stats.speculativeReads > 0);
+      }
+    }
+  });
+
   it('0, 1 and 8 reader threads', async () => {
     for (const ioThreads of [0, 1, 8]) assert.ok(sameBits((await run({ budget: floor + 200_000, ioThreads })).logits, reference), `${ioThreads} readers`);
   });

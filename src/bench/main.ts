@@ -11,12 +11,20 @@
  *   tokenizer  encoding 1 MB of multilingual text, next to the tiktoken package
  *   server     one reply through the library, HTTP JSON and HTTP SSE; free vs schema-enforced decode
  *   relaxed    relaxed-SIMD instructions against their defined answers, under each of V8's compilers
+ *   lookahead  MODEL: decode streamed with each lookahead depth in turn (--depths 0,1,2 --rounds 3 --tokens N --prompt-tokens N
+ *              --cache-slots N --lookahead K --trace FILE --inputs greedy): speed, stalls, bytes wasted, guess precision/recall
+ *   warm       MODEL: a learned hotlist's effect on the next open: cold and warm runs alternating (--tokens N --prompt-tokens N
+ *              --cache-slots N --rounds N)
+ *   trace-lookahead  TRACE.jsonl: how well a real routing trace's layer L predicts layers L+1..L+3 (--guesses K)
  */
 import { benchActivations, renderActivationsBench } from './activations.js';
 import { benchConvert, renderConvertBench } from './convert.js';
 import { benchDispatch, renderDispatch } from './dispatch.js';
 import { benchKernels, renderKernelBench } from './kernels.js';
 import { benchLayers, renderLayerBench } from './layers.js';
+import { benchLookahead, renderLookaheadBench } from './lookahead.js';
+import { renderTraceLookahead, traceLookahead } from './trace-lookahead.js';
+import { benchWarm, renderWarmBench } from './warm.js';
 import { benchPages, renderPageBench } from './pages.js';
 import { benchRelaxed, renderRelaxedBench } from './relaxed.js';
 import { benchServer, renderServerBench } from './server.js';
@@ -30,7 +38,7 @@ const what = args.find((a) => !a.startsWith('-')) ?? 'kernels';
 const json = args.includes('--json');
 const quick = args.includes('--quick');
 const valueOf = (flag: string): string | undefined => (args.includes(flag) ? args[args.indexOf(flag) + 1] : undefined);
-const positional = args.filter((a, i) => !a.startsWith('-') && !(i > 0 && args[i - 1].startsWith('--') && ['--shape', '--activations', '--text', '--ctx', '--windows'].includes(args[i - 1])));
+const positional = args.filter((a, i) => !a.startsWith('-') && !(i > 0 && args[i - 1].startsWith('--') && ['--shape', '--activations', '--text', '--ctx', '--windows', '--depths', '--rounds', '--tokens', '--cache-slots', '--lookahead', '--trace', '--inputs', '--budget', '--guesses', '--prompt-tokens'].includes(args[i - 1])));
 
 if (what === 'kernels') {
   const r = await benchKernels({ quick, log: (s) => process.stderr.write(`${s}\n`) });
@@ -61,10 +69,33 @@ if (what === 'kernels') {
 } else if (what === 'server') {
   const r = await benchServer({ model: args.filter((a) => !a.startsWith('-'))[1] ?? DEMO_MODEL, log: (s) => process.stderr.write(`${s}\n`) });
   process.stdout.write(json ? JSON.stringify(r, null, 2) + '\n' : renderServerBench(r));
+} else if (what === 'lookahead') {
+  const num = (flag: string) => (valueOf(flag) === undefined ? undefined : Number(valueOf(flag)));
+  const r = await benchLookahead(positional[1] ?? DEMO_MODEL, {
+    depths: valueOf('--depths')?.split(',').map(Number),
+    rounds: num('--rounds'),
+    tokens: num('--tokens'),
+    promptTokens: num('--prompt-tokens'),
+    cacheSlots: num('--cache-slots'),
+    budget: num('--budget'),
+    lookahead: num('--lookahead'),
+    routingTrace: valueOf('--trace'),
+    inputs: valueOf('--inputs') === 'greedy' ? 'greedy' : undefined,
+    log: (s) => process.stderr.write(`${s}\n`),
+  });
+  process.stdout.write(json ? JSON.stringify(r, null, 2) + '\n' : renderLookaheadBench(r));
+} else if (what === 'warm') {
+  const num = (flag: string) => (valueOf(flag) === undefined ? undefined : Number(valueOf(flag)));
+  const r = await benchWarm(positional[1] ?? DEMO_MODEL, { tokens: num('--tokens'), promptTokens: num('--prompt-tokens'), cacheSlots: num('--cache-slots'), rounds: num('--rounds'), log: (s) => process.stderr.write(`${s}\n`) });
+  process.stdout.write(json ? JSON.stringify(r, null, 2) + '\n' : renderWarmBench(r));
+} else if (what === 'trace-lookahead') {
+  const file = positional[1] ?? '/work/shared/data/kimi-linear-routing-300.jsonl';
+  const r = traceLookahead(file, { guesses: valueOf('--guesses') === undefined ? undefined : Number(valueOf('--guesses')) });
+  process.stdout.write(json ? JSON.stringify(r, null, 2) + '\n' : renderTraceLookahead(r));
 } else if (what === 'relaxed') {
   const r = benchRelaxed(quick ? 20_000 : 200_000);
   process.stdout.write(json ? JSON.stringify(r, null, 2) + '\n' : renderRelaxedBench(r));
 } else {
-  process.stderr.write(`unknown benchmark "${what}" (available: kernels, layers, activations, pages, dispatch, convert, tokenizer, server, relaxed)\n`);
+  process.stderr.write(`unknown benchmark "${what}" (available: kernels, layers, activations, pages, dispatch, convert, tokenizer, server, lookahead, warm, trace-lookahead, relaxed)\n`);
   process.exitCode = 2;
 }

@@ -35,9 +35,14 @@ export interface StreamBenchResult {
   bytes_per_token: number;
   read_wait_s: number;
   lookahead: number;
+  lookahead_layers: number;
   lookahead_precision: number | null;
+  /** Per depth (1: one layer ahead): of the experts guessed, the share then asked for; of those asked for, the share guessed. */
+  lookahead_by_depth: { depth: number; precision: number | null; recall: number | null }[];
   speculative_reads: number;
   speculative_used: number;
+  /** Bytes of lookahead reads no demand used while they were cached. */
+  speculative_wasted_bytes: number;
   peak_rss_bytes: number;
   baseline_rss_bytes: number;
   budget_bytes: number;
@@ -164,9 +169,17 @@ export async function benchStream(dir: string, opts: StreamBenchOptions = {}): P
       bytes_per_token: bytes / tokens,
       read_wait_s: after.readWaitSeconds - before.readWaitSeconds,
       lookahead: after.lookahead,
+      lookahead_layers: after.lookaheadLayers,
       lookahead_precision: predicted ? (after.lookaheadCorrect - before.lookaheadCorrect) / predicted : null,
+      lookahead_by_depth: after.lookaheadByDepth.map((d, i) => {
+        const b = before.lookaheadByDepth[i] ?? { predicted: 0, correct: 0, asked: 0 };
+        const p = d.predicted - b.predicted;
+        const a = d.asked - b.asked;
+        return { depth: i + 1, precision: p ? (d.correct - b.correct) / p : null, recall: a ? (d.correct - b.correct) / a : null };
+      }),
       speculative_reads: after.speculativeReads - before.speculativeReads,
       speculative_used: after.speculativeUsed - before.speculativeUsed,
+      speculative_wasted_bytes: after.speculativeBytes - before.speculativeBytes - (after.speculativeUsed - before.speculativeUsed) * (m.cache?.stride ?? 0),
       peak_rss_bytes: peak,
       baseline_rss_bytes: baseline,
       budget_bytes: after.budgetBytes,
@@ -233,13 +246,14 @@ async function rawReadSeconds(m: Model, keys: number[], threads: number): Promis
 
 export function renderStream(r: StreamBenchResult): string {
   const gb = (n: number) => `${(n / 1e9).toFixed(2)} GB`;
+  const pct = (x: number | null) => (x === null ? 'n/a' : `${(100 * x).toFixed(1)}%`);
   return [
     `model ${r.model} (${r.note})`,
     `budget ${gb(r.budget_bytes)} (floor ${gb(r.floor_bytes)}), ${r.cache_slots} cache slots, ${r.threads} threads, ${r.io_threads} I/O threads, O_DIRECT ${r.odirect ? 'on' : `off${r.odirect_note ? ` (${r.odirect_note})` : ''}`}`,
     `prefill ${r.prefill_tok_s.toFixed(2)} tok/s (${r.prompt_tokens} tokens, chunks of ${r.chunk}: ${r.prefill_reads} expert reads, ${gb(r.prefill_bytes)})`,
     `decode  ${r.decode_tok_s.toFixed(3)} tok/s over ${r.tokens} tokens; I/O floor ${r.floor_tok_s.toFixed(3)} tok/s (${(r.floor_read_bytes_s / 1e9).toFixed(2)} GB/s raw) → ${(r.decode_tok_s / r.floor_tok_s).toFixed(2)} of the floor`,
     `hit rate ${(100 * r.hit_rate).toFixed(1)}%, ${(r.bytes_per_token / 1e6).toFixed(1)} MB read per token, ${r.read_wait_s.toFixed(2)} s waiting on reads`,
-    `lookahead ${r.lookahead}: ${r.speculative_reads} reads, ${r.speculative_used} used, precision ${r.lookahead_precision === null ? 'n/a' : `${(100 * r.lookahead_precision).toFixed(1)}%`}`,
+    `lookahead ${r.lookahead} experts × ${r.lookahead_layers} layers: ${r.speculative_reads} reads, ${r.speculative_used} used, ${gb(r.speculative_wasted_bytes)} wasted; guesses ${r.lookahead_by_depth.map((d) => `L+${d.depth} precision ${pct(d.precision)} recall ${pct(d.recall)}`).join(', ') || 'none'}`,
     `RSS peak ${gb(r.peak_rss_bytes)}, baseline ${gb(r.baseline_rss_bytes)} (engine allocated ${gb(r.allocated_bytes)})`,
     '',
   ].join('\n');

@@ -1,5 +1,5 @@
 import { type Command, Option } from 'commander';
-import { CACHE_POLICIES, DEFAULT_ACTIVATIONS, OPTION_BOUNDS, type OpenOptions } from '../engine/options.js';
+import { CACHE_POLICIES, DEFAULT_ACTIVATIONS, DEFAULT_LOOKAHEAD_LAYERS, OPTION_BOUNDS, type OpenOptions } from '../engine/options.js';
 import { ACTIVATIONS, type Activations } from '../kernels/types.js';
 import { DEFAULT_CHUNK } from '../engine/plan.js';
 import { usableRam } from '../engine/ram.js';
@@ -13,10 +13,13 @@ export interface EngineFlags {
   threads?: number;
   ioThreads: number;
   lookahead: number;
+  lookaheadLayers: number;
   cachePolicy: 'lfru' | 'lru' | 'lfuda';
   verify: boolean;
   direct: boolean;
   warm: boolean;
+  /** Commands that decode (run, chat, serve) and logits: save the learned hot set at close. */
+  learn?: boolean;
   vision: boolean;
   imagePatches?: number;
   ctx: number;
@@ -32,7 +35,8 @@ export function addEngineOptions(cmd: Command): Command {
     .option('--chunk <n>', 'prefill: tokens run together, each expert read once per chunk (larger reads less, needs more scratch)', intArg(...OPTION_BOUNDS.chunk), DEFAULT_CHUNK)
     .option('--threads <n>', 'compute threads (default: one per core)', intArg(...OPTION_BOUNDS.threads))
     .option('--io-threads <n>', 'reader threads for expert records (0 reads on the compute thread)', intArg(...OPTION_BOUNDS.ioThreads), 2)
-    .option('--lookahead <k>', 'decode: prefetch the next layer\'s k likeliest experts (0 disables)', intArg(...OPTION_BOUNDS.lookahead), 6)
+    .option('--lookahead <k>', 'decode: prefetch the k likeliest experts of each coming MoE layer (0 disables)', intArg(...OPTION_BOUNDS.lookahead), 6)
+    .option('--lookahead-layers <n>', 'decode: how many MoE layers ahead to prefetch (0 disables)', intArg(...OPTION_BOUNDS.lookaheadLayers), DEFAULT_LOOKAHEAD_LAYERS)
     .addOption(new Option('--cache-policy <policy>', 'expert-cache eviction: lfru (hits per time held, sampled), lru, or lfuda (request counts kept across evictions, aged, every slot compared)').choices(CACHE_POLICIES).default('lfru'))
     .option('--verify', "check each expert record's CRC32 as it enters RAM, and trunk.bin and codebooks.bin against their SHA-256 at open", false)
     .option('--no-direct', 'read experts through the page cache instead of O_DIRECT')
@@ -43,16 +47,23 @@ export function addEngineOptions(cmd: Command): Command {
     .addOption(new Option('--activations <mode>', 'Q8G/Q4G products: a16 (16 bits per group of activations, one multiply per weight: faster, error up to 2^-16 of each group\'s largest) or exact (f32-accurate activations)').choices(ACTIVATIONS).default(DEFAULT_ACTIVATIONS));
 }
 
+/** --no-learn, for the commands that decode: they save the cache's hot set at close by default. */
+export function addLearnOption(cmd: Command): Command {
+  return cmd.option('--no-learn', "don't save the experts the cache holds at the end to the container's usage.waste (saved by default, so the next open starts warm)");
+}
+
 export function openOptions(f: EngineFlags): OpenOptions {
   return {
     budget: f.budget !== undefined ? parseSize(f.budget, usableRam().usable, 'budget') : undefined,
     threads: f.threads,
     ioThreads: f.ioThreads,
     lookahead: f.lookahead,
+    lookaheadLayers: f.lookaheadLayers,
     cachePolicy: f.cachePolicy,
     verify: f.verify,
     direct: f.direct,
     warm: f.warm,
+    learn: f.learn ?? false,
     vision: f.vision,
     imagePatches: f.imagePatches,
     maxContext: f.ctx,

@@ -15,8 +15,10 @@ export interface ExpertStore {
    * overlaps the reads (the shared experts).
    */
   each(layer: number, ids: readonly number[], compute: (expert: number, record: Uint8Array, arena: Arena) => void, meanwhile?: () => void): void;
-  /** Decode: how many of the next MoE layer's likeliest experts the model should name (0 = none). */
+  /** Decode: how many of each coming MoE layer's likeliest experts the model should name (0 = none). */
   readonly lookahead: number;
-  /** A guess at what layer `layer` will ask for next: read ahead, if there is room. */
-  prefetch(layer: number, ids: readonly number[]): void;
+  /** Decode: how many layers ahead to guess (1: the next one; 0 = none). */
+  readonly lookaheadLayers: number;
+  /** A guess, made `depth` layers earlier, at what layer `layer` will ask for: read ahead, if there is room. */
+  prefetch(layer: number, ids: readonly number[], depth: number): void;
 }

@@ -44,6 +44,8 @@ export interface ModelParts {
   cache: ExpertCache | undefined;
   store: StreamedExperts | undefined;
   files: StreamFiles | undefined;
+  /** The learned hotlist's path (a container with experts), read at open and written by learn. */
+  usageFile: string | undefined;
   /** The reserved sessions' states, allocated at open so the budget covers them from the start. */
   states: SequenceState[];
   /** The vision tower, when the model has one and room was reserved for it: loaded by the first image. */
@@ -64,6 +66,19 @@ export function withinRam(budget: number | undefined, usable: number, warn: (m: 
   if (budget === undefined || budget <= usable) return budget;
   warn(`the budget of ${formatSize(budget)} is more than the ${formatSize(usable)} of usable RAM on this machine; using ${formatSize(usable)}`);
   return usable;
+}
+
+/**
+ * The learned hotlist written at close: a directory that cannot be written (read-only, another
+ * user's) is a note, not a failure of the run that learned it.
+ */
+function saveLearned(cache: ExpertCache, file: string, warn: (m: string) => void): void {
+  try {
+    cache.saveUsage(file);
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    warn(`the learned hot set was not saved to ${file}${code ? ` (${code}${code === 'EACCES' || code === 'EROFS' || code === 'EPERM' ? ': the directory is not writable' : ''})` : `: ${(e as Error).message}`}; the next open starts cold (turn learning off with --no-learn, or learn: false)`);
+  }
 }
 
 /** Where a model's weights come from, opened and checked, and what its architecture is. */
@@ -182,14 +197,15 @@ export async function assemble(model: string, opts: OpenOptions): Promise<ModelP
       const payloadEnd = [...container.banks.values()][0].layout.payloadEnd;
       if (ioThreads > 0) readers = await ReaderPool.create(ioThreads, slots.length, arenas, o.verify ? payloadEnd : 0);
       cache = new ExpertCache(container, files, slots, stride, o.cachePolicy, readers, o.verify);
-      store = new StreamedExperts(cache, o.lookahead);
+      store = new StreamedExperts(cache, o.lookahead, o.lookaheadLayers);
     }
     const record = container?.banks.size ? [...container.banks.values()][0].layout : undefined;
     const net = arch.build({ cfg, source: src.source, of, arenas, kernels, experts: store, quant: container?.quant, record, chunk, maxContext, onProgress: o.onProgress });
     const states: SequenceState[] = [];
     for (let i = 0; i < sessions; i++) states.push(net.newState(maxContext));
+    const usageFile = cache ? path.resolve(o.usageFile ?? path.join(dir, USAGE_FILE)) : undefined;
     if (cache && o.preloadExperts) cache.preloadAll();
-    else if (cache && o.warm) cache.warm(path.join(dir, USAGE_FILE));
+    else if (cache && o.warm) cache.warm(usageFile!);
     const k = kernels;
     const r = readers;
     const f = files;
@@ -207,6 +223,7 @@ export async function assemble(model: string, opts: OpenOptions): Promise<ModelP
       cache,
       store,
       files,
+      usageFile,
       states,
       vision,
       async close() {
@@ -215,6 +232,8 @@ export async function assemble(model: string, opts: OpenOptions): Promise<ModelP
         } catch {
           /* closing regardless */
         }
+        // a model that computed nothing learned nothing: the hotlist stays as it was
+        if (o.learn && cache && cache.stats.hits + cache.stats.misses > 0) saveLearned(cache, usageFile!, o.warn);
         if (k instanceof WasmKernels) await k.close();
         await r?.close();
         f?.close();

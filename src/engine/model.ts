@@ -1,9 +1,8 @@
-import * as path from 'node:path';
 import type { Container } from '../container/open.js';
 import type { ModelConfig } from '../core/model-config.js';
 import type { CacheStats, ExpertCache } from '../experts/cache.js';
 import type { StreamFiles } from '../experts/io.js';
-import type { StreamedExperts } from '../experts/streamed.js';
+import type { LookaheadScore, StreamedExperts } from '../experts/streamed.js';
 import { Chat, type ChatOptions, type ImageInput } from '../generate/chat.js';
 import { type GenerationDefaults, readGenerationDefaults } from '../generate/defaults.js';
 import type { Kernels } from '../kernels/types.js';
@@ -48,8 +47,13 @@ export interface ModelStats extends CacheStats {
   /** Bytes the engine has allocated (arenas), never above the budget. */
   allocatedBytes: number;
   lookahead: number;
+  /** How many MoE layers ahead decode prefetches. */
+  lookaheadLayers: number;
+  /** Lookahead guesses (all depths) and how many the layer then asked for. */
   lookaheadPredicted: number;
   lookaheadCorrect: number;
+  /** The same per depth (index 0: one layer ahead), with the experts asked for where a guess was made. */
+  lookaheadByDepth: LookaheadScore[];
 }
 
 /**
@@ -75,6 +79,7 @@ export class Model implements SessionHost {
   readonly net: Network;
   private readonly store: StreamedExperts | undefined;
   private readonly files: StreamFiles | undefined;
+  private readonly usageFile: string | undefined;
   private readonly freeStates: SequenceState[];
   private readonly release_: () => Promise<void>;
   private closed = false;
@@ -102,6 +107,7 @@ export class Model implements SessionHost {
     this.cache = p.cache;
     this.store = p.store;
     this.files = p.files;
+    this.usageFile = p.usageFile;
     this.freeStates = p.states;
     this.release_ = p.close;
     this.visionParts = p.vision;
@@ -296,13 +302,20 @@ export class Model implements SessionHost {
       lookahead: this.store?.lookahead ?? 0,
       lookaheadPredicted: this.store?.lookaheadStats.predicted ?? 0,
       lookaheadCorrect: this.store?.lookaheadStats.correct ?? 0,
+      lookaheadLayers: this.store?.lookaheadLayers ?? 0,
+      lookaheadByDepth: (this.store?.lookaheadByDepth ?? []).map((d) => ({ ...d })),
     };
   }
 
-  /** Write the experts the cache holds now to the container's usage.waste, for a warm next open. */
+  /**
+   * Write the experts the cache holds now, merged with those the hotlist already lists, to the
+   * container's usage.waste (or the open option `usageFile`, or `file`), atomically, for a warm next
+   * open; returns how many experts it lists. Throws when the file cannot be written (the open
+   * option `learn` does this at close() and only warns).
+   */
   saveUsage(file?: string): number {
-    if (!this.cache || !this.container) return 0;
-    return this.cache.saveUsage(file ?? path.join(this.container.dir, USAGE_FILE));
+    if (!this.cache || !this.usageFile) return 0;
+    return this.cache.saveUsage(file ?? this.usageFile);
   }
 
   async close(): Promise<void> {

@@ -15,14 +15,28 @@ export interface OpenOptions {
   threads?: number;
   /** Reader threads for expert records (default 2; 0 reads on the computing thread). */
   ioThreads?: number;
-  /** Decode: prefetch the next MoE layer's likeliest experts (default 6; 0 = off). */
+  /** Decode: prefetch this many of each coming MoE layer's likeliest experts (default 6; 0 = off). */
   lookahead?: number;
+  /**
+   * Decode: how many MoE layers ahead to prefetch (default DEFAULT_LOOKAHEAD_LAYERS; 0 = off).
+   * Layer L+d's guess applies its router to layer L's hidden state (docs/PERFORMANCE.md, "Lookahead depth").
+   */
+  lookaheadLayers?: number;
   /** Expert-cache eviction: 'lfru' (default), 'lru' or 'lfuda'. */
   cachePolicy?: CachePolicy;
   /** Bypass the page cache with O_DIRECT where it works (default true). */
   direct?: boolean;
   /** Load the experts listed in the container's usage.waste at open (default true). */
   warm?: boolean;
+  /**
+   * At close(), save the experts the cache holds, merged with what the hotlist already lists, to
+   * the container's usage.waste (atomically), so the next open starts warm (default false; the
+   * CLI's run, chat and serve turn it on). A directory that cannot be written is reported through
+   * `warn`, and close() still succeeds.
+   */
+  learn?: boolean;
+  /** Where the hotlist is read (warm) and written (learn, saveUsage): default `<model>/usage.waste`. */
+  usageFile?: string;
   /** Read every expert into the cache at open (the budget must hold them all). */
   preloadExperts?: boolean;
   /**
@@ -64,6 +78,7 @@ export const OPTION_BOUNDS = {
   threads: [1, 256],
   ioThreads: [0, 64],
   lookahead: [0, 64],
+  lookaheadLayers: [0, 8],
   chunk: [1, 4096],
   maxContext: [1, 1 << 24],
   sessions: [1, 1024],
@@ -75,11 +90,13 @@ export const OPTION_BOUNDS = {
 export const MAX_IMAGE_PATCHES = OPTION_BOUNDS.imagePatches[1];
 
 export const CACHE_POLICIES: readonly CachePolicy[] = ['lfru', 'lru', 'lfuda'];
+/** How many MoE layers ahead decode prefetches when not told (docs/PERFORMANCE.md, "Lookahead depth"). */
+export const DEFAULT_LOOKAHEAD_LAYERS = 1;
 /** Activations when none are asked for (docs/PERFORMANCE.md, "Activation precision"). */
 export const DEFAULT_ACTIVATIONS: Activations = 'a16';
 const KERNELS = ['wasm', 'typescript'] as const;
-const KNOWN = new Set(['budget', 'verify', 'threads', 'ioThreads', 'lookahead', 'cachePolicy', 'direct', 'warm', 'preloadExperts', 'vision', 'imagePatches', 'cacheSlots', 'kernels', 'activations', 'chunk', 'maxContext', 'sessions', 'arenaBytes', 'onProgress', 'warn']);
-const FLAGS = ['verify', 'direct', 'warm', 'preloadExperts', 'vision'] as const;
+const KNOWN = new Set(['budget', 'verify', 'threads', 'ioThreads', 'lookahead', 'lookaheadLayers', 'cachePolicy', 'direct', 'warm', 'learn', 'usageFile', 'preloadExperts', 'vision', 'imagePatches', 'cacheSlots', 'kernels', 'activations', 'chunk', 'maxContext', 'sessions', 'arenaBytes', 'onProgress', 'warn']);
+const FLAGS = ['verify', 'direct', 'warm', 'learn', 'preloadExperts', 'vision'] as const;
 
 /** What `Model.open` runs with: every option checked and defaulted. */
 export interface ResolvedOpenOptions {
@@ -88,9 +105,12 @@ export interface ResolvedOpenOptions {
   threads: number;
   ioThreads: number;
   lookahead: number;
+  lookaheadLayers: number;
   cachePolicy: CachePolicy;
   direct: boolean;
   warm: boolean;
+  learn: boolean;
+  usageFile: string | undefined;
   preloadExperts: boolean;
   vision: boolean;
   imagePatches: number | undefined;
@@ -109,6 +129,7 @@ const NAMES: Record<string, string> = {
   threads: 'threads',
   ioThreads: 'I/O threads (ioThreads)',
   lookahead: 'lookahead',
+  lookaheadLayers: 'lookahead layers (lookaheadLayers)',
   chunk: 'the prefill chunk (chunk)',
   maxContext: 'the context length (maxContext)',
   sessions: 'sessions',
@@ -145,6 +166,8 @@ export function resolveOpenOptions(opts: OpenOptions, defaultThreads: number): R
     throw new WasteError('E_ARG', `budget must be a number of bytes, at least 1 (got ${show(opts.budget)})`);
   if (opts.arenaBytes !== undefined && !(typeof opts.arenaBytes === 'number' && Number.isSafeInteger(opts.arenaBytes) && opts.arenaBytes >= 1 << 16))
     throw new WasteError('E_ARG', `arenaBytes must be a whole number of bytes, at least 65536 (got ${show(opts.arenaBytes)})`);
+  if (opts.usageFile !== undefined && !(typeof opts.usageFile === 'string' && opts.usageFile.length > 0 && !opts.usageFile.includes('\0')))
+    throw new WasteError('E_ARG', `usageFile must be a file path (got ${show(opts.usageFile)})`);
   for (const key of ['warn', 'onProgress'] as const)
     if (opts[key] !== undefined && typeof opts[key] !== 'function') throw new WasteError('E_ARG', `${key} must be a function (got ${show(opts[key])})`);
   const kernels = opts.kernels ?? 'wasm';
@@ -156,9 +179,12 @@ export function resolveOpenOptions(opts: OpenOptions, defaultThreads: number): R
     threads,
     ioThreads: int('ioThreads', 2),
     lookahead: int('lookahead', 6),
+    lookaheadLayers: int('lookaheadLayers', DEFAULT_LOOKAHEAD_LAYERS),
     cachePolicy: opts.cachePolicy ?? 'lfru',
     direct: opts.direct ?? true,
     warm: opts.warm ?? true,
+    learn: opts.learn ?? false,
+    usageFile: opts.usageFile,
     preloadExperts: opts.preloadExperts ?? false,
     vision: opts.vision ?? true,
     imagePatches: opts.imagePatches === undefined ? undefined : int('imagePatches', 0),

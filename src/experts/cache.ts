@@ -3,7 +3,7 @@ import type { Container } from '../container/open.js';
 import type { Arena } from '../memory/arena.js';
 import { touchPages } from '../memory/touch.js';
 import { WasteError } from '../util/errors.js';
-import { readBytes } from '../util/read.js';
+import { type HotEntry, mergeHotlist, readHotlist, writeHotlist } from './hotlist.js';
 import { ReaderPool, Status } from './readers.js';
 import type { StreamFiles } from './io.js';
 
@@ -274,15 +274,26 @@ export class ExpertCache {
   prefetch(layer: number, ids: readonly number[]): void {
     const bank = this.container.banks.get(layer);
     if (!bank) return;
-    for (const e of ids) {
-      if (this.map.has(key(layer, e))) continue;
-      if (this.available() <= 0) return;
-      const s = this.victim();
-      this.issue(s, layer, e, true);
-      s.speculative = true;
-      s.hits = 0;
-      this.stats.speculativeReads++;
-      this.stats.speculativeBytes += bank.stride;
+    // A guess never displaces another whose layer has not come yet (its read would be for nothing;
+    // with guesses several layers ahead it was what the farther ones evicted, never-used records
+    // scoring lowest): those are held for the while. Demand misses still evict them.
+    const held = this.slots.filter((s) => s.speculative && s.key >= 0 && s.born >= (this.layerStep.get(Math.floor(s.key / 65536)) ?? 0));
+    for (const s of held) s.pins++;
+    try {
+      for (const e of ids) {
+        if (this.map.has(key(layer, e))) continue;
+        if (this.available() <= 0) return;
+        const s = this.victim();
+        this.issue(s, layer, e, true);
+        s.speculative = true;
+        s.hits = 0;
+        s.pins++;
+        held.push(s);
+        this.stats.speculativeReads++;
+        this.stats.speculativeBytes += bank.stride;
+      }
+    } finally {
+      for (const s of held) this.release(s);
     }
   }
 
@@ -370,27 +381,23 @@ export class ExpertCache {
     this.readLog.length = 0;
   }
 
-  // --- learned hotlist: usage.waste, the C engine's format -----------------------------------
+  // --- learned hotlist: usage.waste, the C engine's format (src/experts/hotlist.ts) ------------
 
-  /** Write the experts held now with their hit counts, in slot order (warm() sorts them when it reads). */
+  /**
+   * Write the experts held now with their hit counts, merged with those `file` already lists
+   * (see mergeHotlist), atomically. Returns how many it lists.
+   */
   saveUsage(file: string): number {
-    const held = this.slots.filter((s) => s.key >= 0 && this.landed(s));
-    const buf = Buffer.alloc(16 + 16 * held.length);
-    buf.writeUInt32LE(0x47535557, 0); // 'WUSG'
-    buf.writeUInt32LE(1, 4);
-    buf.writeBigUInt64LE(BigInt(this.clock), 8);
-    held.forEach((s, i) => {
-      const o = 16 + 16 * i;
-      buf.writeUInt16LE(Math.floor(s.key / 65536), o);
-      buf.writeUInt16LE(s.key % 65536, o + 2);
-      buf.writeUInt32LE(Math.min(0xffffffff, s.hits), o + 4);
-      buf.writeUInt32LE(Math.min(0xffffffff, s.last), o + 8);
-      buf.writeUInt32LE(0, o + 12);
-    });
-    const tmp = `${file}.tmp-${process.pid}`;
-    fs.writeFileSync(tmp, buf);
-    fs.renameSync(tmp, file);
-    return held.length;
+    const held: HotEntry[] = this.slots.filter((s) => s.key >= 0 && s.hits > 0 && this.landed(s)).map((s) => ({ layer: Math.floor(s.key / 65536), expert: s.key % 65536, hits: s.hits, last: s.last }));
+    const entries = mergeHotlist(held, this.readUsage(file));
+    writeHotlist(file, this.clock, entries);
+    return entries.length;
+  }
+
+  private readUsage(file: string): HotEntry[] {
+    let experts = 0;
+    for (const b of this.container.banks.values()) experts += b.experts;
+    return readHotlist(file, (layer) => this.container.banks.get(layer)?.experts, experts);
   }
 
   /**
@@ -398,24 +405,7 @@ export class ExpertCache {
    * most used first, until the cache is full. Returns how many were loaded.
    */
   warm(file: string): number {
-    let buf: Buffer;
-    try {
-      // a hotlist names each expert at most once
-      let experts = 0;
-      for (const b of this.container.banks.values()) experts += b.experts;
-      buf = readBytes(file, 16 + 16 * experts);
-    } catch {
-      return 0;
-    }
-    if (buf.length < 16 || buf.readUInt32LE(0) !== 0x47535557 || buf.readUInt32LE(4) !== 1 || (buf.length - 16) % 16 !== 0) return 0;
-    const entries: { layer: number; expert: number; hits: number }[] = [];
-    for (let o = 16; o < buf.length; o += 16) {
-      const layer = buf.readUInt16LE(o);
-      const expert = buf.readUInt16LE(o + 2);
-      const bank = this.container.banks.get(layer);
-      if (bank && expert < bank.experts) entries.push({ layer, expert, hits: buf.readUInt32LE(o + 4) });
-    }
-    entries.sort((a, b) => b.hits - a.hits || a.layer - b.layer || a.expert - b.expert);
+    const entries = this.readUsage(file);
     let n = 0;
     for (const e of entries) {
       if (n >= this.slots.length) break;

@@ -9,14 +9,22 @@ import type { CacheSlot, ExpertCache } from './cache.js';
  * against what the layer then asks for.
  */
 export class StreamedExperts implements ExpertStore {
-  /** Lookahead guesses, and how many of them the layer then asked for. */
+  /** Lookahead guesses, and how many of them the layer then asked for (all depths). */
   readonly lookaheadStats = { predicted: 0, correct: 0 };
-  private readonly guesses = new Map<number, readonly number[]>();
+  /**
+   * The same by depth (index 0: guesses one layer ahead): experts guessed, guessed and then asked
+   * for, and asked for by the layers guessed at (precision = correct / predicted, recall = correct / asked).
+   */
+  readonly lookaheadByDepth: LookaheadScore[] = [];
+  /** Per layer, the latest guess made at each depth. */
+  private readonly guesses = new Map<number, Map<number, readonly number[]>>();
 
   constructor(
     readonly cache: ExpertCache,
-    /** How many of the next layer's likeliest experts to read ahead in decode (0 = off). */
+    /** How many of each coming layer's likeliest experts to read ahead in decode (0 = off). */
     public lookahead: number,
+    /** How many MoE layers ahead to guess (1 = the next one). */
+    public lookaheadLayers = 1,
   ) {}
 
   each(layer: number, ids: readonly number[], compute: (expert: number, record: Uint8Array, arena: Arena) => void, meanwhile?: () => void): void {
@@ -47,18 +55,36 @@ export class StreamedExperts implements ExpertStore {
     }
   }
 
-  prefetch(layer: number, ids: readonly number[]): void {
-    this.guesses.set(layer, ids);
+  prefetch(layer: number, ids: readonly number[], depth = 1): void {
+    let at = this.guesses.get(layer);
+    if (!at) this.guesses.set(layer, (at = new Map()));
+    at.set(depth, ids);
     this.cache.prefetch(layer, ids);
   }
 
   /** The first request for a layer after a guess at it is what the guess was for. */
   private score(layer: number, ids: readonly number[]): void {
-    const guess = this.guesses.get(layer);
-    if (!guess) return;
+    const at = this.guesses.get(layer);
+    if (!at) return;
     this.guesses.delete(layer);
     const chosen = new Set(ids);
-    this.lookaheadStats.predicted += guess.length;
-    for (const e of guess) if (chosen.has(e)) this.lookaheadStats.correct++;
+    for (const [depth, guess] of at) {
+      let correct = 0;
+      for (const e of guess) if (chosen.has(e)) correct++;
+      while (this.lookaheadByDepth.length < depth) this.lookaheadByDepth.push({ predicted: 0, correct: 0, asked: 0 });
+      const d = this.lookaheadByDepth[depth - 1];
+      d.predicted += guess.length;
+      d.correct += correct;
+      d.asked += chosen.size;
+      this.lookaheadStats.predicted += guess.length;
+      this.lookaheadStats.correct += correct;
+    }
   }
+}
+
+/** How one depth of lookahead guessed: experts guessed, of them asked for, and experts asked for where it guessed. */
+export interface LookaheadScore {
+  predicted: number;
+  correct: number;
+  asked: number;
 }

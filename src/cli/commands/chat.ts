@@ -5,7 +5,7 @@ import { Model } from '../../engine/model.js';
 import type { Chat } from '../../generate/chat.js';
 import { WasteError } from '../../util/errors.js';
 import { formatSize } from '../../util/size.js';
-import { type EngineFlags, addEngineOptions, openOptions } from '../engine-options.js';
+import { type EngineFlags, addEngineOptions, addLearnOption, openOptions } from '../engine-options.js';
 import { type GenerateFlags, addGenerateOptions, generateOptions, readAmount, statsLine } from '../generate-options.js';
 import { modelOrDemo } from '../default-model.js';
 import { ReplyPrinter, type ThinkingFlags, addThinkingOptions, thinkingOptions } from '../thinking-options.js';
@@ -28,6 +28,7 @@ export function registerChat(program: Command): void {
     ),
   );
   addImageOptions(cmd, 'an image shown with the first message');
+  addLearnOption(cmd);
   cmd.action(async (model: string | undefined, o: EngineFlags & GenerateFlags & ThinkingFlags & ImageFlags & { system?: string }, cmd: Command) => {
     const dir = modelOrDemo(model);
     requireTokenizerFiles(dir);

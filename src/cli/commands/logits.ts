@@ -43,7 +43,6 @@ export function registerLogits(program: Command): void {
       } catch (e) {
         throw fromSystemError(o.out, e);
       }
-      if (o.learn) m.saveUsage();
       if (o.stats) process.stderr.write(JSON.stringify(m.stats()) + '\n');
     } finally {
       await m.close();

@@ -5,7 +5,7 @@ import { Model } from '../../engine/model.js';
 import type { GenerationResult } from '../../generate/generate.js';
 import { WasteError, fromSystemError } from '../../util/errors.js';
 import { intArg } from '../args.js';
-import { type EngineFlags, addEngineOptions, openOptions } from '../engine-options.js';
+import { type EngineFlags, addEngineOptions, addLearnOption, openOptions } from '../engine-options.js';
 import { type GenerateFlags, addGenerateOptions, generateOptions, statsLine } from '../generate-options.js';
 import { modelAndPrompt } from '../default-model.js';
 import { readInput } from '../../util/read.js';
@@ -19,7 +19,6 @@ interface RunFlags extends EngineFlags, GenerateFlags, ThinkingFlags, ImageFlags
   system?: string;
   quiet: boolean;
   json: boolean;
-  learn: boolean;
   logprobs?: number;
 }
 
@@ -36,7 +35,6 @@ export function registerRun(program: Command): void {
           .option('--raw', 'no chat format: continue the prompt as written (it is echoed first)', false)
           .option('--markup', 'with --raw: control-token strings in the prompt become control tokens', false)
           .option('--system <text>', 'a system message (chat format only)')
-          .option('--learn', "save the experts the cache holds afterwards to the container's usage.waste", false)
           .option('--json', 'print the reply and its statistics as JSON instead of streaming', false)
           .option('--logprobs <n>', 'with --json: each token with its log-probability and the n most likely alternatives (0..20)', intArg(0, 20))
           .option('-q, --quiet', 'print only the reply (no statistics line)', false),
@@ -44,6 +42,7 @@ export function registerRun(program: Command): void {
     ),
   );
   addImageOptions(cmd, 'an image shown with the prompt');
+  addLearnOption(cmd);
   cmd.action(async (first: string | undefined, second: string | undefined, o: RunFlags, cmd: Command) => {
     if (o.raw && o.image.length) throw new WasteError('E_ARG', '--image goes with the chat format, not --raw');
     if (o.logprobs !== undefined && !o.json) throw new WasteError('E_ARG', '--logprobs goes with --json');
@@ -97,7 +96,6 @@ export function registerRun(program: Command): void {
         process.off('SIGINT', onInt);
       }
       const seconds = (performance.now() - t0) / 1000;
-      if (o.learn) m.saveUsage();
       if (o.json) {
         const s = m.stats();
         const piece = (id: number) => m.detokenize([id]);

@@ -2,7 +2,7 @@ import { type Command, Option } from 'commander';
 import { startServer } from '../../server/server.js';
 import { intArg } from '../args.js';
 import { modelOrDemo } from '../default-model.js';
-import { type EngineFlags, addEngineOptions, openOptions } from '../engine-options.js';
+import { type EngineFlags, addEngineOptions, addLearnOption, openOptions } from '../engine-options.js';
 import { parseSize } from '../../util/size.js';
 import { OPTION_BOUNDS } from '../../engine/options.js';
 import { DEFAULT_MAX_IMAGE_BYTES } from '../../image/decode.js';
@@ -26,7 +26,7 @@ interface ServeFlags extends EngineFlags {
 const LOOPBACK = new Set(['127.0.0.1', '::1', 'localhost']);
 
 export function registerServe(program: Command): void {
-  addEngineOptions(
+  addLearnOption(addEngineOptions(
     program
       .command('serve')
       .description('serve the model over HTTP: an OpenAI-compatible API (/v1/chat/completions, /v1/completions, /v1/models), Anthropic\'s /v1/messages, /health, and a chat page at /')
@@ -43,7 +43,7 @@ export function registerServe(program: Command): void {
       .option('--max-image-size <size>', 'largest image, sent inline or fetched (bytes, K, M; at most 64M)', '20M')
       .option('--max-image-pixels <n>', 'most pixels in an image, checked before it is decoded', intArg(1, 64 * 1024 * 1024), 16 * 1024 * 1024)
       .option('-q, --quiet', 'no request log lines', false),
-  ).action(async (modelArg: string | undefined, o: ServeFlags) => {
+  )).action(async (modelArg: string | undefined, o: ServeFlags) => {
     const model = modelOrDemo(modelArg);
     const maxBodyBytes = parseSize(o.maxBody, undefined, '--max-body');
     const maxImageBytes = parseSize(o.maxImageSize, undefined, '--max-image-size');

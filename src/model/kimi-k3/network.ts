@@ -105,8 +105,7 @@ export class KimiK3Network extends KimiNetwork<KimiConfig, LayerWeights> {
     if (w.ffn.kind === 'dense') ffn(k, this.act, w.ffn, T, s, s.out);
     else {
       moe(this, L, w.ffn, T, s);
-      const next = this.weights.layers[L + 1];
-      if (T === 1 && next?.ffn.kind === 'moe') lookAhead(this, L + 1, next.ffn, s, this.scratchOf(next.arena));
+      if (T === 1) lookAhead(this, L, this.weights.layers, s);
     }
     if (B) {
       k.add(s.ps, s.out, n);

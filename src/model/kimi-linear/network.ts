@@ -48,8 +48,7 @@ export class KimiLinearNetwork extends KimiNetwork<KimiConfig, LayerWeights> {
     if (w.ffn.kind === 'dense') ffn(k, this.act, w.ffn, T, s, s.out);
     else {
       moe(this, L, w.ffn, T, s);
-      const next = this.weights.layers[L + 1];
-      if (T === 1 && next?.ffn.kind === 'moe') lookAhead(this, L + 1, next.ffn, s, this.scratchOf(next.arena));
+      if (T === 1) lookAhead(this, L, this.weights.layers, s);
     }
     k.add(s.x, s.out, T * H);
     this.tally(w.ffn.kind, t0);

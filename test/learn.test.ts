@@ -1,0 +1,195 @@
+import assert from 'node:assert/strict';
+import { spawn, spawnSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { before, describe, it } from 'node:test';
+import { Model, type OpenOptions } from '../src/engine/model.js';
+import { readHotlist } from '../src/experts/hotlist.js';
+import { BIN, copyContainer, synth } from './helpers.js';
+
+/**
+ * The learned hot set: the commands that decode save what the cache holds to usage.waste at the
+ * end (atomically, merged with what was there), the next open loads it, and nothing about it can
+ * fail a run — a directory that cannot be written, a damaged file, a run killed halfway.
+ */
+const dir = synth({ shape: 'tiny', seed: 52, experts: 24, layers: 6, tokenizer: true, config: { num_experts_per_token: 4 } }, 'learn');
+const prompt = [5, 17, 200, 3, 99, 42, 7, 7, 250, 11];
+const decode = [33, 44, 55, 66, 77, 88];
+
+function waste(args: string[], input?: string) {
+  const r = spawnSync(process.execPath, [BIN, ...args], { encoding: 'utf8', input });
+  return { code: r.status, out: r.stdout, err: r.stderr };
+}
+
+async function decodeOnce(d: string, opts: OpenOptions, asked?: Set<number>) {
+  const m = await Model.open(d, { threads: 1, ...opts });
+  if (asked) m.observeRoutes((layer, route) => route.forEach((e) => asked.add(layer * 65536 + e)));
+  try {
+    const s = m.newSession();
+    await s.forward(prompt);
+    for (const id of decode) await s.forward([id]);
+    return m.stats();
+  } finally {
+    await m.close();
+  }
+}
+
+const noTemporaries = (d: string) => assert.deepEqual(fs.readdirSync(d).filter((f) => f.includes('.tmp-')), []);
+const experts = (d: string) => {
+  const m = JSON.parse(fs.readFileSync(path.join(d, 'manifest.json'), 'utf8')) as { config: { num_experts: number } };
+  return m.config.num_experts;
+};
+
+describe('learning the hot set', () => {
+  let budget = 0;
+  before(async () => {
+    const probe = await Model.open(dir, { threads: 1 });
+    // room for a few layers' experts, not all of them: what is warm decides hits
+    budget = probe.plan.floorBytes + 200_000;
+    await probe.close();
+  });
+
+  it('learn: true writes usage.waste at close, with no temporary left, and the next open warms from it', async () => {
+    const d = copyContainer(dir);
+    const file = path.join(d, 'usage.waste');
+    const cold = await decodeOnce(d, { budget, learn: true });
+    assert.ok(fs.existsSync(file));
+    noTemporaries(d);
+    const listed = readHotlist(file, () => experts(d), 6 * experts(d));
+    assert.ok(listed.length > 0 && listed.length <= cold.slots, `${listed.length} entries for ${cold.slots} slots`);
+    const warm = await decodeOnce(d, { budget });
+    assert.ok(warm.warmed > 0, 'warmed from the learned hotlist');
+    assert.ok(warm.hits > cold.hits, `warm ${warm.hits} hits vs cold ${cold.hits}`);
+    // learn off (the library's default): the file is left as it was
+    const bytes = fs.readFileSync(file);
+    await decodeOnce(d, { budget });
+    assert.deepEqual(fs.readFileSync(file), bytes);
+  });
+
+  it('a model that computed nothing leaves the hotlist as it was', async () => {
+    const d = copyContainer(dir);
+    await decodeOnce(d, { budget, learn: true });
+    const bytes = fs.readFileSync(path.join(d, 'usage.waste'));
+    const m = await Model.open(d, { threads: 1, budget, learn: true });
+    await m.close();
+    assert.deepEqual(fs.readFileSync(path.join(d, 'usage.waste')), bytes);
+  });
+
+  it('merges with the hotlist already there: an expert no longer held stays at half its count', async () => {
+    const d = copyContainer(dir);
+    const file = path.join(d, 'usage.waste');
+    // an expert of layer 1 this run never asks for
+    const asked = new Set<number>();
+    await decodeOnce(d, { budget }, asked);
+    let unused = 0;
+    while (asked.has(65536 + unused)) unused++;
+    assert.ok(unused < experts(d));
+    // a hotlist naming it with a large count, and nothing else
+    const buf = Buffer.alloc(32);
+    buf.writeUInt32LE(0x47535557, 0);
+    buf.writeUInt32LE(1, 4);
+    buf.writeUInt16LE(1, 16);
+    buf.writeUInt16LE(unused, 18);
+    buf.writeUInt32LE(1000, 20);
+    fs.writeFileSync(file, buf);
+    // not warmed, never asked for: not held when the run ends
+    await decodeOnce(d, { budget, learn: true, warm: false });
+    const after = readHotlist(file, () => experts(d), 6 * experts(d));
+    assert.deepEqual(after.find((e) => e.layer === 1 && e.expert === unused), { layer: 1, expert: unused, hits: 500, last: 0 });
+    assert.ok(after.length > 1, 'and the run added what it learned');
+    assert.ok(after.every((e) => e.hits > 0));
+  });
+
+  it('a directory that cannot be written is a warning, and close() still succeeds', async () => {
+    const d = copyContainer(dir);
+    const warnings: string[] = [];
+    // root writes anywhere a mode allows, so as root the file is put under a regular file instead
+    const root = process.getuid?.() === 0;
+    const file = root ? path.join(d, 'manifest.json', 'usage.waste') : path.join(d, 'usage.waste');
+    if (!root) fs.chmodSync(d, 0o555);
+    try {
+      await decodeOnce(d, { budget, learn: true, usageFile: file, warn: (w) => warnings.push(w) });
+    } finally {
+      if (!root) fs.chmodSync(d, 0o755);
+    }
+    assert.equal(warnings.length, 1);
+    assert.match(warnings[0], /^the learned hot set was not saved to .*usage\.waste \((EACCES|EROFS|EPERM|ENOTDIR)/);
+    assert.ok(!fs.existsSync(path.join(d, 'usage.waste')));
+    noTemporaries(d);
+  });
+
+  it('a damaged or truncated hotlist is ignored at open and replaced by a good one', async () => {
+    const d = copyContainer(dir);
+    const file = path.join(d, 'usage.waste');
+    await decodeOnce(d, { budget, learn: true });
+    const good = fs.readFileSync(file);
+    for (const bad of [good.subarray(0, good.length - 7), Buffer.concat([Buffer.from('XXXX'), good.subarray(4)]), Buffer.alloc(0)]) {
+      fs.writeFileSync(file, bad);
+      const s = await decodeOnce(d, { budget, learn: true });
+      assert.equal(s.warmed, 0);
+      assert.ok(readHotlist(file, () => experts(d), 6 * experts(d)).length > 0, 'rewritten whole');
+    }
+  });
+
+  it('waste run learns by default, --no-learn does not, and the next run starts warm', () => {
+    const d = copyContainer(dir);
+    const file = path.join(d, 'usage.waste');
+    const args = ['run', d, 'the quick brown fox', '--raw', '-n', '6', '--budget', String(budget), '--threads', '1', '--json'];
+    const off = waste([...args, '--no-learn']);
+    assert.equal(off.code, 0, off.err);
+    assert.ok(!fs.existsSync(file), '--no-learn writes nothing');
+    const cold = JSON.parse(waste(args).out);
+    assert.ok(fs.existsSync(file), 'learned by default');
+    const warm = JSON.parse(waste(args).out);
+    assert.equal(warm.text, cold.text);
+    assert.ok(warm.stats.hits > cold.stats.hits, `warm ${warm.stats.hits} hits vs cold ${cold.stats.hits}`);
+  });
+
+  it('waste chat learns at the end of the conversation', () => {
+    const d = copyContainer(dir);
+    const r = waste(['chat', d, '-n', '4', '--budget', String(budget)], 'hello\n/quit\n');
+    assert.equal(r.code, 0, r.err);
+    assert.ok(fs.existsSync(path.join(d, 'usage.waste')));
+  });
+
+  it('waste serve learns when it shuts down', async () => {
+    const d = copyContainer(dir);
+    const child = spawn(process.execPath, [BIN, 'serve', d, '--port', '0', '-q', '--budget', String(budget)], { stdio: ['ignore', 'ignore', 'pipe'] });
+    let err = '';
+    const url = await new Promise<string>((resolve, reject) => {
+      child.stderr.on('data', (b) => {
+        err += b;
+        const m = /listening on (http:\/\/\S+)/.exec(err);
+        if (m) resolve(m[1]);
+      });
+      child.on('exit', () => reject(new Error(`serve exited: ${err}`)));
+    });
+    const r = await fetch(`${url}/v1/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ prompt: 'once upon', max_tokens: 4 }) });
+    assert.equal(r.status, 200);
+    await r.json();
+    assert.ok(!fs.existsSync(path.join(d, 'usage.waste')), 'not before it ends');
+    const code = await new Promise<number | null>((resolve) => {
+      child.on('exit', (c) => resolve(c));
+      child.kill('SIGTERM');
+    });
+    assert.equal(code, 0, err);
+    assert.ok(fs.existsSync(path.join(d, 'usage.waste')));
+  });
+
+  it('a run killed before its end leaves the earlier hotlist whole', async () => {
+    const d = copyContainer(dir);
+    const file = path.join(d, 'usage.waste');
+    await decodeOnce(d, { budget, learn: true });
+    const before = fs.readFileSync(file);
+    const child = spawn(process.execPath, [BIN, 'run', d, 'once upon a time', '--raw', '-n', '4000', '--budget', String(budget)], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+    // killed once it is generating (its prompt is echoed as generation starts); a run that ended
+    // first would have failed the test below
+    const started = await Promise.race([new Promise<boolean>((resolve) => child.stdout.once('data', () => resolve(true))), exited.then(() => false)]);
+    assert.ok(started, 'the run started');
+    child.kill('SIGKILL');
+    await exited;
+    assert.deepEqual(fs.readFileSync(file), before);
+    noTemporaries(d);
+  });
+});
