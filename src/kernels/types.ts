@@ -70,6 +70,15 @@ export interface Kernels {
    */
   vqApply(rec: Uint8Array, idxOff: number, scaleOff: number, rows: number, cols: number, g: VqGeometry, lut: Float32Array, y: Float32Array): void;
 
+  /** vqLut of one input x[n] with two books (an expert's gate and up kinds) into lutA and lutB, as one call. */
+  vqLutPair(booksA: Float32Array, booksB: Float32Array, stages: number, entries: number, vecDim: number, x: Float32Array, n: number, lutA: Float32Array, lutB: Float32Array): void;
+
+  /**
+   * vqApply of two matrices of one record with the same shape (an expert's gate and up), each with
+   * its own table and output, as one call: the same values as two vqApply calls.
+   */
+  vqApplyPair(rec: Uint8Array, a: VqMatrix, b: VqMatrix, rows: number, cols: number, g: VqGeometry): void;
+
   /** One token of KDA preparation, in place: see KdaPrep. */
   kdaPrep(p: KdaPrep): void;
 
@@ -109,6 +118,14 @@ export interface Kernels {
  */
 export type Activations = 'exact' | 'a16';
 export const ACTIVATIONS: readonly Activations[] = ['exact', 'a16'];
+
+/** One matrix of an expert record for vqApplyPair: its indices and f16 row scales in the record, its table, its output. */
+export interface VqMatrix {
+  idxOff: number;
+  scaleOff: number;
+  lut: Float32Array;
+  y: Float32Array;
+}
 
 export interface VqGeometry {
   stages: number;

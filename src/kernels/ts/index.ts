@@ -1,7 +1,7 @@
 import type { Tensor } from '../../container/tensor.js';
 import { Fmt } from '../../container/format.js';
 import { f16 } from '../../util/f16.js';
-import type { Activations, KdaPrep, Kernels, MlaHeads, VqGeometry } from '../types.js';
+import type { Activations, KdaPrep, Kernels, MlaHeads, VqGeometry, VqMatrix } from '../types.js';
 
 /**
  * The reference kernels, in plain TypeScript. Sums run in double precision and store to f32, so
@@ -281,6 +281,16 @@ const common: Omit<Kernels, 'name' | 'activations' | 'matmul'> = {
       }
       y[r] = acc * f16(rec[scaleOff + 2 * r] | (rec[scaleOff + 2 * r + 1] << 8));
     }
+  },
+
+  vqLutPair(booksA, booksB, stages, entries, vecDim, x, n, lutA, lutB) {
+    common.vqLut(booksA, stages, entries, vecDim, x, n, lutA);
+    common.vqLut(booksB, stages, entries, vecDim, x, n, lutB);
+  },
+
+  vqApplyPair(rec, a: VqMatrix, b: VqMatrix, rows, cols, g: VqGeometry) {
+    common.vqApply(rec, a.idxOff, a.scaleOff, rows, cols, g, a.lut, a.y);
+    common.vqApply(rec, b.idxOff, b.scaleOff, rows, cols, g, b.lut, b.y);
   },
 
   kdaPrep(p: KdaPrep) {

@@ -2,7 +2,7 @@ import { Fmt } from '../../container/format.js';
 import type { Tensor } from '../../container/tensor.js';
 import { type Arena, arenaOf } from '../../memory/arena.js';
 import { WasteError } from '../../util/errors.js';
-import type { Activations, KdaPrep, Kernels, MlaHeads, VqGeometry } from '../types.js';
+import type { Activations, KdaPrep, Kernels, MlaHeads, VqGeometry, VqMatrix } from '../types.js';
 import { type KernelExports, type ParallelKernel, instantiate, kernelModule } from './module.js';
 import { KernelPool } from './pool.js';
 
@@ -226,6 +226,34 @@ export class WasmKernels implements Kernels {
       rows,
       align,
       rows * vectors * g.stages * 4,
+    );
+  }
+
+  vqLutPair(booksA: Float32Array, booksB: Float32Array, stages: number, entries: number, vecDim: number, x: Float32Array, n: number, lutA: Float32Array, lutB: Float32Array): void {
+    const a = this.arenaOfView(lutA, 'lutA');
+    const vectors = n / vecDim;
+    this.run(
+      'vq_lut2',
+      a,
+      [this.at(booksA, a, 'booksA'), this.at(booksB, a, 'booksB'), this.at(x, a, 'x'), this.at(lutA, a, 'lutA'), this.at(lutB, a, 'lutB'), vectors, stages, entries, vecDim],
+      2 * vectors,
+      4,
+      2 * vectors * stages * entries * vecDim,
+    );
+  }
+
+  vqApplyPair(rec: Uint8Array, ma: VqMatrix, mb: VqMatrix, rows: number, cols: number, g: VqGeometry): void {
+    const a = this.arenaOfView(rec, 'rec');
+    const vectors = cols / g.vecDim;
+    // shares aligned to the index block fall on block boundaries of both halves when rows is a multiple of it
+    const align = g.indexBlock > 0 ? g.indexBlock : 16;
+    this.run(
+      'vq_apply2',
+      a,
+      [this.at(rec, a, 'rec'), ma.idxOff, ma.scaleOff, this.at(ma.lut, a, 'lutA'), this.at(ma.y, a, 'yA'), mb.idxOff, mb.scaleOff, this.at(mb.lut, a, 'lutB'), this.at(mb.y, a, 'yB'), rows, vectors, g.stages, g.entries, g.indexBlock],
+      2 * rows,
+      align,
+      2 * rows * vectors * g.stages * 4,
     );
   }
 
