@@ -132,6 +132,37 @@ describe('kernels: WebAssembly vs TypeScript reference', () => {
     });
   }
 
+  it('matmulMany: the bits of one matmul per matrix (mixed formats, groups and row counts), exact and a16, on 1–3 threads', async () => {
+    const k16 = await Promise.all([1, 2, 3].map((n) => WasmKernels.create(n, [arena], { activations: 'a16' })));
+    try {
+      // the last case is past the pool's wake-up threshold, so its rows are always split
+      for (const [cols, T] of [[131, 1], [300, 3], [1001, 8]]) {
+        // Q4G ×3 (one of another group), Q8G ×2, F32 ×1: three fused groups, two matrices alone
+        const ws = [randTensor(Fmt.Q4G, 37, cols), randTensor(Fmt.Q4G, 1, cols), randTensor(Fmt.Q8G, 70, cols), randTensor(Fmt.F32, 9, cols), randTensor(Fmt.Q4G, 129, cols), randTensor(Fmt.Q8G, 5, cols), randTensor(Fmt.Q4G, 12, cols, 32)];
+        const X = randF32(T * cols);
+        for (const kernels of [[w1, w2, w3], k16]) {
+          const want = ws.map((w) => {
+            const y = arena.allocF32(T * w.rows);
+            kernels[0].matmul(w, X, y, T);
+            return y;
+          });
+          for (const k of kernels) {
+            const got = ws.map((w) => arena.allocF32(T * w.rows).fill(NaN));
+            k.matmulMany(ws, X, got, T);
+            got.forEach((y, i) => assert.ok(sameBits(y, want[i]), `matmulMany ${k.name} ${cols}×${T}, matrix ${i} [seed ${seed}]: not the bits of matmul`));
+          }
+        }
+        const ref = ws.map((w) => arena.allocF32(T * w.rows));
+        tsKernels.matmulMany(ws, X, ref, T);
+        const one = ws.map((w) => arena.allocF32(T * w.rows));
+        ws.forEach((w, i) => tsKernels.matmul(w, X, one[i], T));
+        ref.forEach((y, i) => assert.ok(sameBits(y, one[i]), `matmulMany typescript, matrix ${i}`));
+      }
+    } finally {
+      await Promise.all(k16.map((k) => k.close()));
+    }
+  });
+
   it('rmsnorm, siluMul, add', () => {
     for (const n of [1, 7, 101, 1001]) {
       const x = randF32(n, -3, 3);

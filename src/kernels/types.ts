@@ -22,6 +22,12 @@ export interface Kernels {
    */
   matmul(w: Tensor, X: Float32Array, Y: Float32Array, T: number): void;
 
+  /**
+   * matmul of each w[i] with the same input X into Y[i]: the same values, with Q8G/Q4G matrices of
+   * one format and group run as one call (one preparation of X, one dispatch to the pool).
+   */
+  matmulMany(ws: readonly Tensor[], X: Float32Array, Ys: readonly Float32Array[], T: number): void;
+
   /** y[j] = Σ_{i<n} c[i] · W[row0 + i][j], for j < cols (a product with transposed rows). */
   matvecT(w: Tensor, c: Float32Array, y: Float32Array, row0: number, n: number): void;
 

@@ -158,7 +158,7 @@ export function erf(x: number): number {
   return x > 0 ? 1 - erfc : erfc - 1;
 }
 
-const common: Omit<Kernels, 'name' | 'activations' | 'matmul'> = {
+const common: Omit<Kernels, 'name' | 'activations' | 'matmul' | 'matmulMany'> = {
   matvecT(w, c, y, row0, n) {
     const cols = w.cols;
     const acc = new Float64Array(cols);
@@ -464,7 +464,11 @@ export function makeTsKernels(activations: Activations = 'exact'): Kernels {
           const { q, factor } = prepare16(X, w.cols, w.group, T);
           for (let t = 0; t < T; t++) for (let i = 0; i < w.rows; i++) Y[t * w.rows + i] = rowDot16(w, i, q, t * w.cols, factor, t * w.groups);
         };
-  return { ...common, name: activations === 'exact' ? 'typescript' : `typescript, ${activations} activations`, activations, matmul };
+  // through this.matmul, so a wrapper of matmul (a test's, a profiler's) sees every product
+  const matmulMany: Kernels['matmulMany'] = function (this: Kernels, ws, X, Ys, T) {
+    ws.forEach((w, i) => this.matmul(w, X, Ys[i], T));
+  };
+  return { ...common, name: activations === 'exact' ? 'typescript' : `typescript, ${activations} activations`, activations, matmul, matmulMany };
 }
 
 /** The reference kernels with exact activations. */
