@@ -1,7 +1,7 @@
 // The kernel module: compiled to WebAssembly SIMD128 over an imported shared memory (an arena).
-export { mm, mm16, mvt } from './matmul';
+export { mm, mm16, mmn, mvt } from './matmul';
 export { act_prep, act_prep16 } from './prep';
-export { vq_lut, vq_apply } from './vq';
+export { vq_lut, vq_apply, vq_lut2, vq_apply2 } from './vq';
 export { kda_prep, kda_step, kda_out } from './kda';
 export { mla_heads } from './mla';
 export { rmsnorm, silu_mul, situ_mul, sigmoid_mul, attn_res, add, moe_route, moe_combine, read_bw } from './elementwise';

@@ -276,3 +276,25 @@ export function mvt(fmt: i32, W: usize, S: usize, c: usize, y: usize, row0: i32,
     }
   }
 }
+
+/**
+ * Several matrices with the same input in one call (a layer's projections of its normed tokens):
+ * D holds n descriptors of six i32 — fmt, W, S, rows, rowBytes, Y — and rows [r0, r1) count
+ * through the matrices in order. Each part is mm16 (a16 = 1, P from act_prep16) or mm (P from
+ * act_prep, X the f32 input) over its own rows, so every row is computed exactly as one matrix at a
+ * time computes it: one dispatch to the pool and one preparation of the activations instead of n.
+ */
+export function mmn(n: i32, D: usize, a16: i32, X: usize, P: usize, cols: i32, groups: i32, G: i32, T: i32, tmp: usize, r0: i32, r1: i32): void {
+  let base = 0;
+  for (let i = 0; i < n && base < r1; i++) {
+    const d = D + <usize>i * 24;
+    const rows = load<i32>(d, 12);
+    const lo = max(r0, base), hi = min(r1, base + rows);
+    if (lo < hi) {
+      const fmt = load<i32>(d), W = <usize>load<u32>(d, 4), S = <usize>load<u32>(d, 8), rowBytes = load<i32>(d, 16), Y = <usize>load<u32>(d, 20);
+      if (a16) mm16(fmt, W, S, P, Y, rows, cols, rowBytes, groups, G, T, tmp, lo - base, hi - base);
+      else mm(fmt, W, S, X, P, Y, rows, cols, rowBytes, groups, G, T, tmp, lo - base, hi - base);
+    }
+    base += rows;
+  }
+}

@@ -108,3 +108,23 @@ export function vq_apply(rec: usize, idxOff: i32, scaleOff: i32, lut: usize, y: 
     rs = re;
   }
 }
+
+/**
+ * Two tables from one input in one call (an expert's gate and up books): rows [0, vectors) of the
+ * pair are vq_lut with CTa into lutA, rows [vectors, 2·vectors) the same with CTb into lutB. One
+ * dispatch to the pool instead of two; each table entry is computed exactly as vq_lut computes it.
+ */
+export function vq_lut2(CTa: usize, CTb: usize, x: usize, lutA: usize, lutB: usize, vectors: i32, stages: i32, entries: i32, vecDim: i32, tmp: usize, v0: i32, v1: i32): void {
+  if (v0 < vectors) vq_lut(CTa, x, lutA, stages, entries, vecDim, tmp, v0, min(v1, vectors));
+  if (v1 > vectors) vq_lut(CTb, x, lutB, stages, entries, vecDim, tmp, max(v0, vectors) - vectors, v1 - vectors);
+}
+
+/**
+ * Two matrices of one record with the same shape (an expert's gate and up) in one call: rows
+ * [0, rows) of the pair are vq_apply of the first into yA, rows [rows, 2·rows) of the second into
+ * yB. One dispatch to the pool instead of two; every row is computed exactly as vq_apply does.
+ */
+export function vq_apply2(rec: usize, idxA: i32, scaleA: i32, lutA: usize, yA: usize, idxB: i32, scaleB: i32, lutB: usize, yB: usize, rows: i32, vectors: i32, stages: i32, entries: i32, B: i32, tmp: usize, r0: i32, r1: i32): void {
+  if (r0 < rows) vq_apply(rec, idxA, scaleA, lutA, yA, vectors, stages, entries, B, tmp, r0, min(r1, rows));
+  if (r1 > rows) vq_apply(rec, idxB, scaleB, lutB, yB, vectors, stages, entries, B, tmp, max(r0, rows) - rows, r1 - rows);
+}

@@ -132,6 +132,37 @@ describe('kernels: WebAssembly vs TypeScript reference', () => {
     });
   }
 
+  it('matmulMany: the bits of one matmul per matrix (mixed formats, groups and row counts), exact and a16, on 1–3 threads', async () => {
+    const k16 = await Promise.all([1, 2, 3].map((n) => WasmKernels.create(n, [arena], { activations: 'a16' })));
+    try {
+      // the last case is past the pool's wake-up threshold, so its rows are always split
+      for (const [cols, T] of [[131, 1], [300, 3], [1001, 8]]) {
+        // Q4G ×3 (one of another group), Q8G ×2, F32 ×1: three fused groups, two matrices alone
+        const ws = [randTensor(Fmt.Q4G, 37, cols), randTensor(Fmt.Q4G, 1, cols), randTensor(Fmt.Q8G, 70, cols), randTensor(Fmt.F32, 9, cols), randTensor(Fmt.Q4G, 129, cols), randTensor(Fmt.Q8G, 5, cols), randTensor(Fmt.Q4G, 12, cols, 32)];
+        const X = randF32(T * cols);
+        for (const kernels of [[w1, w2, w3], k16]) {
+          const want = ws.map((w) => {
+            const y = arena.allocF32(T * w.rows);
+            kernels[0].matmul(w, X, y, T);
+            return y;
+          });
+          for (const k of kernels) {
+            const got = ws.map((w) => arena.allocF32(T * w.rows).fill(NaN));
+            k.matmulMany(ws, X, got, T);
+            got.forEach((y, i) => assert.ok(sameBits(y, want[i]), `matmulMany ${k.name} ${cols}×${T}, matrix ${i} [seed ${seed}]: not the bits of matmul`));
+          }
+        }
+        const ref = ws.map((w) => arena.allocF32(T * w.rows));
+        tsKernels.matmulMany(ws, X, ref, T);
+        const one = ws.map((w) => arena.allocF32(T * w.rows));
+        ws.forEach((w, i) => tsKernels.matmul(w, X, one[i], T));
+        ref.forEach((y, i) => assert.ok(sameBits(y, one[i]), `matmulMany typescript, matrix ${i}`));
+      }
+    } finally {
+      await Promise.all(k16.map((k) => k.close()));
+    }
+  });
+
   it('rmsnorm, siluMul, add', () => {
     for (const n of [1, 7, 101, 1001]) {
       const x = randF32(n, -3, 3);
@@ -171,6 +202,44 @@ describe('kernels: WebAssembly vs TypeScript reference', () => {
       const lut = randF32(vectors * stages * entries);
       const y = arena.allocF32(rows);
       compare(`vqApply ${rows} rows B=${B}`, [y], (k) => k.vqApply(rec, 48, scaleOff, rows, vectors * 8, g, lut, y));
+    }
+  });
+
+  it('vqLutPair and vqApplyPair: the same bits as two vqLut / vqApply calls, on 1–3 threads', () => {
+    for (const [rows, vectors, stages, entries, B] of [[130, 37, 3, 256, 64], [1, 5, 3, 256, 64], [67, 9, 2, 50, 64], [45, 13, 3, 256, 0], [100, 7, 3, 256, 7], [1024, 288, 3, 256, 64]]) {
+      const g: VqGeometry = { stages, entries, vecDim: 8, indexBlock: B };
+      const padded = B > 0 ? Math.ceil(rows / B) * B : rows;
+      const idxBytes = padded * vectors * stages;
+      // two matrices in one record: indices of the first, of the second, then both matrices' row scales
+      const recBytes = 48 + 2 * idxBytes + 4 * rows + 64;
+      const rec = arena.u8(arena.alloc(recBytes, 4096), recBytes);
+      for (let i = 0; i < 2 * idxBytes; i++) rec[48 + i] = rng.int(entries);
+      const scaleA = 48 + 2 * idxBytes;
+      const scaleB = scaleA + 2 * rows;
+      for (let r = 0; r < 2 * rows; r++) {
+        const h = encodeF16(rng.uniform(0.01, 0.2));
+        rec[scaleA + 2 * r] = h & 0xff;
+        rec[scaleA + 2 * r + 1] = h >> 8;
+      }
+      const booksA = randF32(stages * 8 * entries);
+      const booksB = randF32(stages * 8 * entries);
+      const x = randF32(vectors * 8, -2, 2);
+      const n = vectors * stages * entries;
+      const lutA = arena.allocF32(n), lutB = arena.allocF32(n), oneA = arena.allocF32(n), oneB = arena.allocF32(n);
+      const yA = arena.allocF32(rows), yB = arena.allocF32(rows), oyA = arena.allocF32(rows), oyB = arena.allocF32(rows);
+      w1.vqLut(booksA, stages, entries, 8, x, vectors * 8, oneA);
+      w1.vqLut(booksB, stages, entries, 8, x, vectors * 8, oneB);
+      w1.vqApply(rec, 48, scaleA, rows, vectors * 8, g, oneA, oyA);
+      w1.vqApply(rec, 48 + idxBytes, scaleB, rows, vectors * 8, g, oneB, oyB);
+      for (const [label, k] of [['ts', tsKernels], ['w1', w1], ['w2', w2], ['w3', w3]] as [string, Kernels][]) {
+        lutA.fill(0), lutB.fill(0), yA.fill(0), yB.fill(0);
+        k.vqLutPair(booksA, booksB, stages, entries, 8, x, vectors * 8, lutA, lutB);
+        if (label !== 'ts') assert.ok(sameBits(lutA, oneA) && sameBits(lutB, oneB), `vqLutPair ${label} ${vectors} vectors [seed ${seed}]: not the bits of two vqLut calls`);
+        else assert.ok(relErr(lutA, oneA) <= 2e-5 && relErr(lutB, oneB) <= 2e-5, `vqLutPair ts [seed ${seed}]`);
+        k.vqApplyPair(rec, { idxOff: 48, scaleOff: scaleA, lut: oneA, y: yA }, { idxOff: 48 + idxBytes, scaleOff: scaleB, lut: oneB, y: yB }, rows, vectors * 8, g);
+        if (label !== 'ts') assert.ok(sameBits(yA, oyA) && sameBits(yB, oyB), `vqApplyPair ${label} ${rows} rows B=${B} [seed ${seed}]: not the bits of two vqApply calls`);
+        else assert.ok(relErr(yA, oyA) <= 2e-5 && relErr(yB, oyB) <= 2e-5, `vqApplyPair ts ${rows} rows [seed ${seed}]`);
+      }
     }
   });
 

@@ -22,6 +22,12 @@ export interface Kernels {
    */
   matmul(w: Tensor, X: Float32Array, Y: Float32Array, T: number): void;
 
+  /**
+   * matmul of each w[i] with the same input X into Y[i]: the same values, with Q8G/Q4G matrices of
+   * one format and group run as one call (one preparation of X, one dispatch to the pool).
+   */
+  matmulMany(ws: readonly Tensor[], X: Float32Array, Ys: readonly Float32Array[], T: number): void;
+
   /** y[j] = Σ_{i<n} c[i] · W[row0 + i][j], for j < cols (a product with transposed rows). */
   matvecT(w: Tensor, c: Float32Array, y: Float32Array, row0: number, n: number): void;
 
@@ -70,6 +76,15 @@ export interface Kernels {
    */
   vqApply(rec: Uint8Array, idxOff: number, scaleOff: number, rows: number, cols: number, g: VqGeometry, lut: Float32Array, y: Float32Array): void;
 
+  /** vqLut of one input x[n] with two books (an expert's gate and up kinds) into lutA and lutB, as one call. */
+  vqLutPair(booksA: Float32Array, booksB: Float32Array, stages: number, entries: number, vecDim: number, x: Float32Array, n: number, lutA: Float32Array, lutB: Float32Array): void;
+
+  /**
+   * vqApply of two matrices of one record with the same shape (an expert's gate and up), each with
+   * its own table and output, as one call: the same values as two vqApply calls.
+   */
+  vqApplyPair(rec: Uint8Array, a: VqMatrix, b: VqMatrix, rows: number, cols: number, g: VqGeometry): void;
+
   /** One token of KDA preparation, in place: see KdaPrep. */
   kdaPrep(p: KdaPrep): void;
 
@@ -109,6 +124,14 @@ export interface Kernels {
  */
 export type Activations = 'exact' | 'a16';
 export const ACTIVATIONS: readonly Activations[] = ['exact', 'a16'];
+
+/** One matrix of an expert record for vqApplyPair: its indices and f16 row scales in the record, its table, its output. */
+export interface VqMatrix {
+  idxOff: number;
+  scaleOff: number;
+  lut: Float32Array;
+  y: Float32Array;
+}
 
 export interface VqGeometry {
   stages: number;

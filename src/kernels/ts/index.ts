@@ -1,7 +1,7 @@
 import type { Tensor } from '../../container/tensor.js';
 import { Fmt } from '../../container/format.js';
 import { f16 } from '../../util/f16.js';
-import type { Activations, KdaPrep, Kernels, MlaHeads, VqGeometry } from '../types.js';
+import type { Activations, KdaPrep, Kernels, MlaHeads, VqGeometry, VqMatrix } from '../types.js';
 
 /**
  * The reference kernels, in plain TypeScript. Sums run in double precision and store to f32, so
@@ -158,7 +158,7 @@ export function erf(x: number): number {
   return x > 0 ? 1 - erfc : erfc - 1;
 }
 
-const common: Omit<Kernels, 'name' | 'activations' | 'matmul'> = {
+const common: Omit<Kernels, 'name' | 'activations' | 'matmul' | 'matmulMany'> = {
   matvecT(w, c, y, row0, n) {
     const cols = w.cols;
     const acc = new Float64Array(cols);
@@ -281,6 +281,16 @@ const common: Omit<Kernels, 'name' | 'activations' | 'matmul'> = {
       }
       y[r] = acc * f16(rec[scaleOff + 2 * r] | (rec[scaleOff + 2 * r + 1] << 8));
     }
+  },
+
+  vqLutPair(booksA, booksB, stages, entries, vecDim, x, n, lutA, lutB) {
+    common.vqLut(booksA, stages, entries, vecDim, x, n, lutA);
+    common.vqLut(booksB, stages, entries, vecDim, x, n, lutB);
+  },
+
+  vqApplyPair(rec, a: VqMatrix, b: VqMatrix, rows, cols, g: VqGeometry) {
+    common.vqApply(rec, a.idxOff, a.scaleOff, rows, cols, g, a.lut, a.y);
+    common.vqApply(rec, b.idxOff, b.scaleOff, rows, cols, g, b.lut, b.y);
   },
 
   kdaPrep(p: KdaPrep) {
@@ -454,7 +464,11 @@ export function makeTsKernels(activations: Activations = 'exact'): Kernels {
           const { q, factor } = prepare16(X, w.cols, w.group, T);
           for (let t = 0; t < T; t++) for (let i = 0; i < w.rows; i++) Y[t * w.rows + i] = rowDot16(w, i, q, t * w.cols, factor, t * w.groups);
         };
-  return { ...common, name: activations === 'exact' ? 'typescript' : `typescript, ${activations} activations`, activations, matmul };
+  // through this.matmul, so a wrapper of matmul (a test's, a profiler's) sees every product
+  const matmulMany: Kernels['matmulMany'] = function (this: Kernels, ws, X, Ys, T) {
+    ws.forEach((w, i) => this.matmul(w, X, Ys[i], T));
+  };
+  return { ...common, name: activations === 'exact' ? 'typescript' : `typescript, ${activations} activations`, activations, matmul, matmulMany };
 }
 
 /** The reference kernels with exact activations. */

@@ -2,7 +2,7 @@ import { Fmt } from '../../container/format.js';
 import type { Tensor } from '../../container/tensor.js';
 import { type Arena, arenaOf } from '../../memory/arena.js';
 import { WasteError } from '../../util/errors.js';
-import type { Activations, KdaPrep, Kernels, MlaHeads, VqGeometry } from '../types.js';
+import type { Activations, KdaPrep, Kernels, MlaHeads, VqGeometry, VqMatrix } from '../types.js';
 import { type KernelExports, type ParallelKernel, instantiate, kernelModule } from './module.js';
 import { KernelPool } from './pool.js';
 
@@ -20,6 +20,9 @@ function prep16Stride(cols: number, G: number): number {
 
 /** Per-thread scratch inside each arena (tile accumulators, the KDA update vector, a row). */
 const TMP_STRIDE = 64 * 1024;
+/** The last bytes of the calling thread's scratch hold matmulMany's descriptors (24 bytes a matrix). */
+const FUSED_BYTES = 1024;
+const MAX_FUSED = FUSED_BYTES / 24;
 
 /** Prepared-activation bytes for `chunk` tokens of an input `widest` wide (any group size up to 1024). */
 function prepBytesFor(widest: number, chunk: number): number {
@@ -150,6 +153,50 @@ export class WasmKernels implements Kernels {
     }
   }
 
+  matmulMany(ws: readonly Tensor[], X: Float32Array, Ys: readonly Float32Array[], T: number): void {
+    if (ws.length !== Ys.length) throw new WasteError('E_ARG', `matmulMany: ${ws.length} matrices and ${Ys.length} outputs`);
+    // matrices that can share one preparation of X and one dispatch: Q8G/Q4G of one format, group
+    // and width in X's arena (every other one runs alone, as matmul)
+    const groups = new Map<string, number[]>();
+    ws.forEach((w, i) => {
+      const ok = (w.fmt === Fmt.Q8G || w.fmt === Fmt.Q4G) && w.arena === arenaOf(X) && w.cols === ws[0].cols;
+      const key = ok ? `${w.fmt}:${w.group}` : `alone:${i}`;
+      const g = groups.get(key);
+      if (g) g.push(i);
+      else groups.set(key, [i]);
+    });
+    for (const idx of groups.values()) {
+      if (idx.length === 1 || idx.length > MAX_FUSED) {
+        for (const i of idx) this.matmul(ws[i], X, Ys[i], T);
+        continue;
+      }
+      const w0 = ws[idx[0]];
+      const a = w0.arena;
+      const b = this.bind(a);
+      const x = this.at(X, a, 'X');
+      const a16 = this.activations === 'a16';
+      const need = T * (a16 ? prep16Stride(w0.cols, w0.group) : prepStride(w0.cols, w0.group));
+      if (need > b.prepBytes) {
+        b.prepBytes = Math.max(need, 2 * b.prepBytes);
+        b.prep = a.alloc(b.prepBytes, 64);
+      }
+      const q4 = w0.fmt === Fmt.Q4G ? 1 : 0;
+      if (a16) b.ex.act_prep16(x, w0.cols, w0.group, q4, T, b.prep);
+      else b.ex.act_prep(x, w0.cols, w0.group, q4, T, b.prep);
+      // the descriptors [fmt, W, S, rows, rowBytes, Y] sit at the end of the calling thread's scratch,
+      // which no product uses; the helpers read them there
+      const d = b.tmp + TMP_STRIDE - FUSED_BYTES;
+      const desc = new Int32Array(a.memory.buffer, d, idx.length * 6);
+      let rows = 0;
+      idx.forEach((i, j) => {
+        const w = ws[i];
+        desc.set([w.fmt, w.off, Math.max(0, w.scaleOff), w.rows, w.rowBytes, this.at(Ys[i], a, 'Y')], j * 6);
+        rows += w.rows;
+      });
+      this.run('mmn', a, [idx.length, d, a16 ? 1 : 0, x, b.prep, w0.cols, w0.groups, w0.group, T], rows, 4, rows * w0.cols * T);
+    }
+  }
+
   matvecT(w: Tensor, c: Float32Array, y: Float32Array, row0: number, n: number): void {
     const a = w.arena;
     const [fmt, W, S, rowBytes, groups, G] = this.tensorArgs(w);
@@ -226,6 +273,34 @@ export class WasmKernels implements Kernels {
       rows,
       align,
       rows * vectors * g.stages * 4,
+    );
+  }
+
+  vqLutPair(booksA: Float32Array, booksB: Float32Array, stages: number, entries: number, vecDim: number, x: Float32Array, n: number, lutA: Float32Array, lutB: Float32Array): void {
+    const a = this.arenaOfView(lutA, 'lutA');
+    const vectors = n / vecDim;
+    this.run(
+      'vq_lut2',
+      a,
+      [this.at(booksA, a, 'booksA'), this.at(booksB, a, 'booksB'), this.at(x, a, 'x'), this.at(lutA, a, 'lutA'), this.at(lutB, a, 'lutB'), vectors, stages, entries, vecDim],
+      2 * vectors,
+      4,
+      2 * vectors * stages * entries * vecDim,
+    );
+  }
+
+  vqApplyPair(rec: Uint8Array, ma: VqMatrix, mb: VqMatrix, rows: number, cols: number, g: VqGeometry): void {
+    const a = this.arenaOfView(rec, 'rec');
+    const vectors = cols / g.vecDim;
+    // shares aligned to the index block fall on block boundaries of both halves when rows is a multiple of it
+    const align = g.indexBlock > 0 ? g.indexBlock : 16;
+    this.run(
+      'vq_apply2',
+      a,
+      [this.at(rec, a, 'rec'), ma.idxOff, ma.scaleOff, this.at(ma.lut, a, 'lutA'), this.at(ma.y, a, 'yA'), mb.idxOff, mb.scaleOff, this.at(mb.lut, a, 'lutB'), this.at(mb.y, a, 'yB'), rows, vectors, g.stages, g.entries, g.indexBlock],
+      2 * rows,
+      align,
+      2 * rows * vectors * g.stages * 4,
     );
   }
 

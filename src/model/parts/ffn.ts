@@ -20,8 +20,7 @@ export function activate(k: Kernels, act: Activation, a: Float32Array, b: Float3
 /** A gated feed-forward of the T rows of `x` (usually `s.norm`), into `dst` [T][hidden]. */
 export function ffn(k: Kernels, act: Activation, w: FfnWeights, T: number, s: Scratch, dst: Float32Array, x: Float32Array = s.norm): void {
   const I = w.gate.rows;
-  k.matmul(w.gate, x, s.ffA, T);
-  k.matmul(w.up, x, s.ffB, T);
+  k.matmulMany([w.gate, w.up], x, [s.ffA, s.ffB], T);
   activate(k, act, s.ffA, s.ffB, T * I);
   k.matmul(w.down, s.ffA, dst, T);
 }

@@ -39,16 +39,14 @@ export interface KdaWeights {
 export function kda(k: Kernels, c: KdaShape, eps: number, w: KdaWeights, st: { S: Float32Array; conv: Float32Array }, T: number, s: Scratch): void {
   const { heads: NH, headDim: D, convKernel: K } = c;
   const C = NH * D;
-  k.matmul(w.qProj, s.norm, s.q, T);
-  k.matmul(w.kProj, s.norm, s.k, T);
-  k.matmul(w.vProj, s.norm, s.v, T);
-  k.matmul(w.fA, s.norm, s.low, T);
+  // every product of the normed tokens at once (one preparation of them, one dispatch)
+  const full = 'full' in w.gate ? w.gate.full : undefined;
+  k.matmulMany(full ? [w.qProj, w.kProj, w.vProj, w.fA, w.bProj, full] : [w.qProj, w.kProj, w.vProj, w.fA, w.bProj], s.norm, full ? [s.q, s.k, s.v, s.low, s.beta, s.gate] : [s.q, s.k, s.v, s.low, s.beta], T);
   k.matmul(w.fB, s.low, s.g, T);
-  k.matmul(w.bProj, s.norm, s.beta, T);
   if ('low' in w.gate) {
     k.matmul(w.gate.low[0], s.norm, s.low, T);
     k.matmul(w.gate.low[1], s.low, s.gate, T);
-  } else k.matmul(w.gate.full, s.norm, s.gate, T);
+  }
   for (let t = 0; t < T; t++) {
     const part = (b: Float32Array, n: number) => b.subarray(t * n, (t + 1) * n);
     const q = part(s.q, C);

@@ -30,15 +30,18 @@ export function mla(k: Kernels, c: MlaShape, eps: number, w: MlaWeights, cache: 
   const { heads: NH, kvLoraRank: kvl, qkNope: nope, qkRope: rope, vHead: vh } = c;
   const qd = nope + rope;
   const latd = kvl + rope;
-  if ('proj' in w.q) k.matmul(w.q.proj, s.norm, s.q, T);
-  else {
+  // the products of the normed tokens at once (one preparation of them, one dispatch)
+  const q0 = 'proj' in w.q ? w.q.proj : w.q.a;
+  const ws = [q0, w.kvA];
+  const ys = ['proj' in w.q ? s.q : s.qa, s.kv];
+  if (w.gProj) ws.push(w.gProj), ys.push(s.gate);
+  k.matmulMany(ws, s.norm, ys, T);
+  if (!('proj' in w.q)) {
     const r = w.q.a.rows;
-    k.matmul(w.q.a, s.norm, s.qa, T);
     // the C engine and vLLM normalise with the model's rms_norm_eps (HF builds this norm with 1e-6)
     for (let t = 0; t < T; t++) k.rmsnorm(s.qa, w.q.norm, eps, s.qa, r, t * r, t * r);
     k.matmul(w.q.b, s.qa, s.q, T);
   }
-  k.matmul(w.kvA, s.norm, s.kv, T);
   for (let t = 0; t < T; t++) {
     const pos = pos0 + t;
     const ckv = s.kv.subarray(t * latd, (t + 1) * latd);
@@ -62,9 +65,6 @@ export function mla(k: Kernels, c: MlaShape, eps: number, w: MlaWeights, cache: 
       o: s.o.subarray(t * NH * vh, (t + 1) * NH * vh),
     });
   }
-  if (w.gProj) {
-    k.matmul(w.gProj, s.norm, s.gate, T);
-    k.sigmoidMul(s.o, s.gate, T * NH * vh);
-  }
+  if (w.gProj) k.sigmoidMul(s.o, s.gate, T * NH * vh);
   k.matmul(w.oProj, s.o, s.out, T);
 }

@@ -146,13 +146,12 @@ function expert(h: MoeHost, L: number, w: MoeWeights, e: number, rec: Uint8Array
       if (!built[t]) {
         if (sx !== s) xs.set(xin.subarray(t * W, (t + 1) * W), t * W);
         const v = xs.subarray(t * W, (t + 1) * W);
-        k.vqLut(bookG, geom.stages, geom.entries, geom.vecDim, v, W, lutG);
-        k.vqLut(bookU, geom.stages, geom.entries, geom.vecDim, v, W, lutU);
+        k.vqLutPair(bookG, bookU, geom.stages, geom.entries, geom.vecDim, v, W, lutG, lutU);
         built[t] = 1;
       }
       const sc = lay.scaleOff;
-      k.vqApply(rec, lay.gateOff, sc, I, W, geom, lutG, sx.ffA);
-      k.vqApply(rec, lay.upOff, sc + 2 * I, I, W, geom, lutU, sx.ffB);
+      // gate and up in one call: one dispatch to the pool where there were two
+      k.vqApplyPair(rec, { idxOff: lay.gateOff, scaleOff: sc, lut: lutG, y: sx.ffA }, { idxOff: lay.upOff, scaleOff: sc + 2 * I, lut: lutU, y: sx.ffB }, I, W, geom);
       activate(k, h.act, sx.ffA, sx.ffB, I);
       k.vqLut(bookD, geom.stages, geom.entries, geom.vecDim, sx.ffA, I, sx.lutDown);
       // an expert arena holds one output row at a time; the layer's scratch holds them all
