@@ -121,26 +121,31 @@ export class ElasticCache {
   /** Give back up to `n` arenas (the last present first), keeping the floor's. */
   shrink(n: number, why: string): CacheResize | undefined {
     const from = { bytes: this.bytes, slots: this.slots };
-    const { cache, kernels, net, readers, budget } = this.p;
     // lookahead reads may still be landing in any slot
-    cache.drain();
+    this.p.cache.drain();
     let dropped = 0;
-    for (let i = this.groups.length - 1; i >= this.keep && dropped < n; i--) {
-      const g = this.groups[i];
-      const a = g.arena;
-      if (!a || cache.busyIn(a) > 0) continue;
-      cache.removeArena(a);
-      net.removeExpertArena?.(a);
-      kernels.detach?.(a);
-      readers?.detach(a);
-      budget.release(a.capacity);
-      g.arena = undefined;
-      dropped++;
-    }
+    for (let i = this.groups.length - 1; i >= this.keep && dropped < n; i--) if (this.giveBack(this.groups[i])) dropped++;
     if (!dropped) return undefined;
     // the last handle to each dropped memory is this thread's: collect it so the memory is unmapped now
     collectGarbage();
     return this.record(from, why);
+  }
+
+  /**
+   * Drop one arena from everything that holds it. In a function of its own so that no local of
+   * the caller still points at the arena when the collection runs.
+   */
+  private giveBack(g: Group): boolean {
+    const a = g.arena;
+    const { cache, kernels, net, readers, budget } = this.p;
+    if (!a || cache.busyIn(a) > 0) return false;
+    cache.removeArena(a);
+    net.removeExpertArena?.(a);
+    kernels.detach?.(a);
+    readers?.detach(a);
+    budget.release(a.capacity);
+    g.arena = undefined;
+    return true;
   }
 
   /** Take back one arena given back before. */

@@ -61,10 +61,11 @@ function finish(slot: number, code: number): void {
   Atomics.notify(ctrl, Q.DONE);
 }
 
-Atomics.add(ctrl, Q.READY, 1);
-for (;;) {
-  const slot = take();
-  if (slot < 0) break;
+/**
+ * One queued read, in a function of its own: its view of the slot's memory dies with the call, so
+ * a memory detached while this thread waits for work is not kept alive by the last read's locals.
+ */
+function serve(slot: number): void {
   const j = slot * JOB_FIELDS;
   const fd = jobs[j];
   const pos = jobs[j + 1];
@@ -90,4 +91,11 @@ for (;;) {
     code = Status.ERR_IO;
   }
   finish(slot, code);
+}
+
+Atomics.add(ctrl, Q.READY, 1);
+for (;;) {
+  const slot = take();
+  if (slot < 0) break;
+  serve(slot);
 }
