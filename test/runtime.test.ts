@@ -5,7 +5,7 @@ import * as path from 'node:path';
 import { before, describe, it } from 'node:test';
 import { Model, type OpenOptions } from '../src/engine/model.js';
 import { planMemory } from '../src/engine/plan.js';
-import { cgroupLimit, usableRam } from '../src/engine/ram.js';
+import { availableRam, cgroupLimit, memoryPressure, usableRam } from '../src/engine/ram.js';
 import { WasteError } from '../src/util/errors.js';
 import { parseSize } from '../src/util/size.js';
 import { copyContainer, sameBits, synth, tmpDir } from './helpers.js';
@@ -179,22 +179,35 @@ describe('the budget is a ceiling', () => {
     }
   });
 
-  it('the plan: floor = trunk + state + scratch + two layers of experts; default = floor + n working sets under 7/8 of RAM', () => {
+  it('the plan: floor = trunk + state + scratch + two layers of experts; default = every expert, or available RAM less the margin, never below the floor', () => {
     const c = openModelContainer(dir);
     try {
-      const big = planMemory(c, { threads: 2, ram: { physical: 64 * 2 ** 30, usable: 64 * 2 ** 30 } });
+      const GiB = 2 ** 30;
+      const big = planMemory(c, { threads: 2, ram: { physical: 64 * GiB, usable: 64 * GiB, available: 60 * GiB, availableFrom: 'MemAvailable' } });
       assert.equal(big.workingSetRecords, 5 * 4);
       assert.equal(big.floorRecords, 2 * 4);
       // the floor's whole pages may hold a few slots more
       assert.ok(big.layout(big.floorBytes).slots >= big.floorRecords);
       assert.equal(big.layoutForSlots(big.floorRecords).bytes, big.floorBytes);
       assert.ok(big.floorBytes >= big.trunkBytes + big.stateBytes + big.scratchBytesPerArena + big.expertScratchBytesPerArena + big.floorRecords * big.recordBytes);
-      assert.equal(big.defaultWorkingSets, 3);
-      assert.ok(big.layout(big.defaultBudget).slots >= big.floorRecords + 3 * big.workingSetRecords);
-      const tight = planMemory(c, { threads: 2, ram: { physical: 1, usable: Math.ceil((big.floorBytes + 1.5 * big.workingSetBytes) * 8 / 7) } });
-      assert.equal(tight.defaultWorkingSets, 1);
-      const none = planMemory(c, { threads: 2, ram: { physical: 1, usable: 1 } });
+      // a roomy machine: every expert, capped by the container's expert bytes
+      assert.equal(big.defaultFrom, 'expert bytes');
+      assert.equal(big.elasticLayout(big.defaultBudget).slots, big.totalExperts);
+      assert.equal(big.osMarginBytes, 8 * GiB);
+      // available RAM less the margin bounds it: 1 GiB margin (at least), so 1 GiB + floor + 2 records available leaves 2 records over the floor
+      const avail = GiB + big.floorBytes + 2 * big.recordBytes;
+      const tight = planMemory(c, { threads: 2, ram: { physical: 4 * GiB, usable: 4 * GiB, available: avail, availableFrom: 'cgroup' } });
+      assert.equal(tight.osMarginBytes, GiB);
+      assert.equal(tight.defaultFrom, 'cgroup');
+      assert.equal(tight.defaultBudget, avail - GiB);
+      const slots = tight.elasticLayout(tight.defaultBudget).slots;
+      assert.ok(slots > tight.floorRecords && slots < tight.totalExperts, String(slots));
+      // without MemAvailable: usable RAM less the margin
+      const noInfo = planMemory(c, { threads: 2, ram: { physical: 4 * GiB, usable: GiB + big.floorBytes + 3 * big.recordBytes } });
+      assert.equal(noInfo.defaultFrom, 'usable RAM');
+      const none = planMemory(c, { threads: 2, ram: { physical: 1, usable: 1, available: 1 } });
       assert.equal(none.defaultBudget, none.floorBytes);
+      assert.equal(none.defaultFrom, 'floor');
     } finally {
       c.close();
     }
@@ -230,5 +243,36 @@ describe('sizes and usable RAM', () => {
     fs.writeFileSync(proc, '4:memory:/x\n');
     assert.equal(cgroupLimit(proc, path.join(root, 'fs')), 1000000000);
     assert.equal(cgroupLimit(path.join(root, 'missing'), path.join(root, 'fs')), undefined);
+  });
+
+  it('available RAM: MemAvailable, or a cgroup\'s headroom (limit − usage + inactive file pages) when less; PSI some avg10', () => {
+    const root = tmpDir('avail');
+    const proc = path.join(root, 'proc-cgroup');
+    const meminfo = path.join(root, 'meminfo');
+    const fsRoot = path.join(root, 'fs');
+    fs.writeFileSync(meminfo, 'MemTotal:       24683568 kB\nMemFree:         1000000 kB\nMemAvailable:    4000000 kB\n');
+    fs.writeFileSync(proc, '0::/a\n');
+    fs.mkdirSync(path.join(fsRoot, 'a'), { recursive: true });
+    // no limit: MemAvailable
+    assert.deepEqual(availableRam({ meminfo, procCgroup: proc, cgroupRoot: fsRoot }), { bytes: 4000000 * 1024, from: 'MemAvailable' });
+    // a limit with more headroom than the machine has: still MemAvailable
+    fs.writeFileSync(path.join(fsRoot, 'a', 'memory.max'), '8000000000\n');
+    fs.writeFileSync(path.join(fsRoot, 'a', 'memory.current'), '1000000000\n');
+    assert.equal(availableRam({ meminfo, procCgroup: proc, cgroupRoot: fsRoot })!.from, 'MemAvailable');
+    // a tight one: its headroom, counting inactive file pages as reclaimable
+    fs.writeFileSync(path.join(fsRoot, 'a', 'memory.max'), '3000000000\n');
+    fs.writeFileSync(path.join(fsRoot, 'a', 'memory.current'), '2500000000\n');
+    fs.writeFileSync(path.join(fsRoot, 'a', 'memory.stat'), 'anon 2000000000\ninactive_file 400000000\nactive_file 100000000\n');
+    assert.deepEqual(availableRam({ meminfo, procCgroup: proc, cgroupRoot: fsRoot }), { bytes: 900000000, from: 'cgroup' });
+    const ram = usableRam({ meminfo, procCgroup: proc, cgroupRoot: fsRoot, physical: 16e9 });
+    assert.equal(ram.usable, 3000000000);
+    assert.equal(ram.available, 900000000);
+    assert.equal(ram.availableFrom, 'cgroup');
+    // nothing readable: unknown
+    assert.equal(availableRam({ meminfo: path.join(root, 'none'), procCgroup: path.join(root, 'none'), cgroupRoot: fsRoot }), undefined);
+    const psi = path.join(root, 'psi');
+    fs.writeFileSync(psi, 'some avg10=12.50 avg60=3.00 avg300=0.50 total=1234\nfull avg10=1.00 avg60=0.00 avg300=0.00 total=10\n');
+    assert.equal(memoryPressure(psi), 12.5);
+    assert.equal(memoryPressure(path.join(root, 'none')), undefined);
   });
 });

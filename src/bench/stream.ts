@@ -3,6 +3,7 @@ import { Model, type OpenOptions } from '../engine/model.js';
 import { Arena } from '../memory/arena.js';
 import { ReaderPool, Status } from '../experts/readers.js';
 import { WasteError } from '../util/errors.js';
+import type { CacheResize } from '../engine/elastic-cache.js';
 
 export interface StreamBenchOptions extends OpenOptions {
   tokens?: number;
@@ -49,6 +50,13 @@ export interface StreamBenchResult {
   floor_bytes: number;
   allocated_bytes: number;
   cache_slots: number;
+  /** The expert cache's arenas at the end, what the elastic cache grows back to, and the resizes it made (none under an explicit budget). */
+  cache_bytes: number;
+  cache_max_bytes: number;
+  elastic: boolean;
+  resizes: CacheResize[];
+  /** Major page faults of this process during the decode (from /proc/self/stat): what paging would show. */
+  major_faults: number;
   threads: number;
   io_threads: number;
   odirect: boolean;
@@ -66,6 +74,17 @@ export function peakRss(): number {
     /* not Linux */
   }
   return process.memoryUsage().rss;
+}
+
+/** Major page faults of this process so far (field 12 of /proc/self/stat; 0 where there is none). */
+export function majorFaults(): number {
+  try {
+    const stat = fs.readFileSync('/proc/self/stat', 'utf8');
+    // the fields after the command name, which is in parentheses and may hold spaces
+    return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[9]) || 0;
+  } catch {
+    return 0;
+  }
 }
 
 /** A routing trace: per token, per MoE layer, the selected expert ids. */
@@ -133,6 +152,7 @@ export async function benchStream(dir: string, opts: StreamBenchOptions = {}): P
     const prefillS = (performance.now() - t0) / 1000;
     const before = m.stats();
     const logStart = m.cache ? m.cache.readLog.length : 0;
+    const faults0 = majorFaults();
     log(`decoding ${tokens} tokens…`);
     const t1 = performance.now();
     for (let i = 0; i < tokens; i++) {
@@ -146,6 +166,7 @@ export async function benchStream(dir: string, opts: StreamBenchOptions = {}): P
     }
     const decodeS = (performance.now() - t1) / 1000;
     const after = m.stats();
+    const faults = majorFaults() - faults0;
     const peak = peakRss();
 
     // The I/O floor: the records this decode read, read again raw, in order, at the same concurrency.
@@ -186,6 +207,11 @@ export async function benchStream(dir: string, opts: StreamBenchOptions = {}): P
       floor_bytes: after.floorBytes,
       allocated_bytes: after.allocatedBytes,
       cache_slots: after.slots,
+      cache_bytes: after.cacheBytes,
+      cache_max_bytes: after.cacheMaxBytes,
+      elastic: m.elastic !== undefined,
+      resizes: after.resizes,
+      major_faults: faults,
       threads: m.threads,
       io_threads: opts.ioThreads ?? 2,
       odirect: after.direct,
@@ -254,7 +280,11 @@ export function renderStream(r: StreamBenchResult): string {
     `decode  ${r.decode_tok_s.toFixed(3)} tok/s over ${r.tokens} tokens; I/O floor ${r.floor_tok_s.toFixed(3)} tok/s (${(r.floor_read_bytes_s / 1e9).toFixed(2)} GB/s raw) → ${(r.decode_tok_s / r.floor_tok_s).toFixed(2)} of the floor`,
     `hit rate ${(100 * r.hit_rate).toFixed(1)}%, ${(r.bytes_per_token / 1e6).toFixed(1)} MB read per token, ${r.read_wait_s.toFixed(2)} s waiting on reads`,
     `lookahead ${r.lookahead} experts × ${r.lookahead_layers} layers: ${r.speculative_reads} reads, ${r.speculative_used} used, ${gb(r.speculative_wasted_bytes)} wasted; guesses ${r.lookahead_by_depth.map((d) => `L+${d.depth} precision ${pct(d.precision)} recall ${pct(d.recall)}`).join(', ') || 'none'}`,
-    `RSS peak ${gb(r.peak_rss_bytes)}, baseline ${gb(r.baseline_rss_bytes)} (engine allocated ${gb(r.allocated_bytes)})`,
+    `RSS peak ${gb(r.peak_rss_bytes)}, baseline ${gb(r.baseline_rss_bytes)} (engine allocated ${gb(r.allocated_bytes)}); ${r.major_faults} major page faults while decoding`,
+    r.elastic
+      ? `elastic cache ${gb(r.cache_bytes)} of ${gb(r.cache_max_bytes)}, ${r.resizes.length} resize${r.resizes.length === 1 ? '' : 's'}${r.resizes.length ? ':' : ''}`
+      : `fixed cache (explicit budget or cache slots) ${gb(r.cache_bytes)}`,
+    ...r.resizes.map((z) => `  ${z.at} ${gb(z.fromBytes)} → ${gb(z.toBytes)} (${z.fromSlots} → ${z.toSlots} slots): ${z.why}`),
     '',
   ].join('\n');
 }

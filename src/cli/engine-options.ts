@@ -30,7 +30,7 @@ export interface EngineFlags {
 
 export function addEngineOptions(cmd: Command): Command {
   return cmd
-    .option('--budget <size>', 'RAM ceiling for everything the engine allocates: bytes, 512M, 8G, or a percentage of usable RAM (default: the plan\'s default budget)')
+    .option('--budget <size>', 'RAM ceiling for everything the engine allocates: bytes, 512M, 8G, or a percentage of usable RAM (fixed); auto (the default): the floor and every expert, or available RAM less a margin, in a cache that gives memory back under pressure')
     .option('--ctx <n>', 'context length', intArg(...OPTION_BOUNDS.maxContext), 4096)
     .option('--chunk <n>', 'prefill: tokens run together, each expert read once per chunk (larger reads less, needs more scratch)', intArg(...OPTION_BOUNDS.chunk), DEFAULT_CHUNK)
     .option('--threads <n>', 'compute threads (default: one per core)', intArg(...OPTION_BOUNDS.threads))
@@ -54,7 +54,7 @@ export function addLearnOption(cmd: Command): Command {
 
 export function openOptions(f: EngineFlags): OpenOptions {
   return {
-    budget: f.budget !== undefined ? parseSize(f.budget, usableRam().usable, 'budget') : undefined,
+    budget: f.budget !== undefined && f.budget !== 'auto' ? parseSize(f.budget, usableRam().usable, 'budget') : undefined,
     threads: f.threads,
     ioThreads: f.ioThreads,
     lookahead: f.lookahead,

@@ -25,6 +25,7 @@ import { WasteError } from '../util/errors.js';
 import { formatSize } from '../util/size.js';
 import { type OpenOptions, type ResolvedOpenOptions, resolveOpenOptions } from './options.js';
 import { type MemoryPlan, planFor } from './plan.js';
+import { ElasticCache } from './elastic-cache.js';
 
 /** The name of the learned hotlist next to a container. */
 export const USAGE_FILE = 'usage.waste';
@@ -42,6 +43,8 @@ export interface ModelParts {
   plan: MemoryPlan;
   budget: MemoryBudget;
   cache: ExpertCache | undefined;
+  /** The default budget's cache, which gives arenas back under memory pressure (absent under an explicit budget). */
+  elastic: ElasticCache | undefined;
   store: StreamedExperts | undefined;
   files: StreamFiles | undefined;
   /** The learned hotlist's path (a container with experts), read at open and written by learn. */
@@ -154,7 +157,7 @@ export async function assemble(model: string, opts: OpenOptions): Promise<ModelP
     let stride = 0;
     for (const b of container?.banks.values() ?? []) stride = Math.max(stride, b.stride);
     const vision = o.vision ? visionOf(arch, dir, src, cfg, threads, chunk, o.imagePatches, o.warn) : undefined;
-    const plan = planFor(arch, cfg, arch.planWeights(src.source, cfg, container?.quant), stride, container?.quant, { maxContext, chunk, threads, sessions, arenaBytes: o.arenaBytes, visionBytes: vision?.bytes });
+    const plan = planFor(arch, cfg, arch.planWeights(src.source, cfg, container?.quant), stride, container?.quant, { maxContext, chunk, threads, sessions, arenaBytes: o.arenaBytes, visionBytes: vision?.bytes, cacheArenaBytes: o.cacheArenaBytes, ram: o.ram });
     let budgetBytes: number;
     if (src.kind === 'checkpoint') {
       if (plan.floorBytes > plan.ram.usable)
@@ -168,7 +171,9 @@ export async function assemble(model: string, opts: OpenOptions): Promise<ModelP
         throw new WasteError('E_ARG', `this model's floor is ${formatSize(plan.floorBytes)} (trunk, state for ${maxContext} tokens, scratch${plan.visionBytes ? ', the vision tower' : ''} and two layers' experts), more than the ${formatSize(plan.ram.usable)} of usable RAM on this machine; it cannot open here (a smaller --ctx lowers the state)`);
       budgetBytes = withinRam(o.budget, plan.ram.usable, o.warn) ?? (o.preloadExperts ? plan.layout(Number.MAX_SAFE_INTEGER).bytes : plan.defaultBudget);
     }
-    const layout = o.cacheSlots !== undefined && src.kind === 'container' ? plan.layoutForSlots(o.cacheSlots) : plan.layout(budgetBytes);
+    // the default budget's cache can give memory back: its slots go in arenas it can drop one by one
+    const elastic = src.kind === 'container' && !!container?.banks.size && o.budget === undefined && o.cacheSlots === undefined && !o.preloadExperts;
+    const layout = o.cacheSlots !== undefined && src.kind === 'container' ? plan.layoutForSlots(o.cacheSlots) : elastic ? plan.elasticLayout(budgetBytes) : plan.layout(budgetBytes);
     if (o.preloadExperts && layout.slots < plan.totalExperts)
       throw new WasteError('E_ARG', `preloading every expert needs a budget of at least ${plan.layout(Number.MAX_SAFE_INTEGER).bytes} bytes`);
     const budget = new MemoryBudget(budgetBytes);
@@ -185,6 +190,7 @@ export async function assemble(model: string, opts: OpenOptions): Promise<ModelP
         : await WasmKernels.create(threads, arenas, { model: { widest: arch.widestInput(cfg), chunk, prepIn: (a) => layerArenas.has(a) }, activations: o.activations });
     let cache: ExpertCache | undefined;
     let store: StreamedExperts | undefined;
+    const groups: { arena: Arena; slots: number; bytes: number }[] = [];
     if (container?.banks.size) {
       const probe = { arena: arenas[0], off: arenas[0].alloc(8192, 4096) };
       const slots: { arena: Arena; off: number }[] = [];
@@ -192,11 +198,14 @@ export async function assemble(model: string, opts: OpenOptions): Promise<ModelP
         if (!a.slots) return;
         const base = arenas[i].alloc(a.slots * stride, 4096);
         for (let k = 0; k < a.slots; k++) slots.push({ arena: arenas[i], off: base + k * stride });
+        groups.push({ arena: arenas[i], slots: a.slots, bytes: a.bytes });
       });
       files = openStreamFiles(container, o.direct, probe);
       const payloadEnd = [...container.banks.values()][0].layout.payloadEnd;
       if (ioThreads > 0) readers = await ReaderPool.create(ioThreads, slots.length, arenas, o.verify ? payloadEnd : 0);
       cache = new ExpertCache(container, files, slots, stride, o.cachePolicy, readers, o.verify);
+      // nothing made here may keep a dropped arena alive
+      slots.length = 0;
       store = new StreamedExperts(cache, o.lookahead, o.lookaheadLayers);
     }
     const record = container?.banks.size ? [...container.banks.values()][0].layout : undefined;
@@ -206,6 +215,11 @@ export async function assemble(model: string, opts: OpenOptions): Promise<ModelP
     const usageFile = cache ? path.resolve(o.usageFile ?? path.join(dir, USAGE_FILE)) : undefined;
     if (cache && o.preloadExperts) cache.preloadAll();
     else if (cache && o.warm) cache.warm(usageFile!);
+    const elasticCache =
+      elastic && cache
+        ? new ElasticCache({ cache, kernels, net, readers, budget, stride, groups: groups.splice(0), floorSlots: plan.floorRecords, marginBytes: plan.osMarginBytes, sample: o.memorySample, now: o.clock })
+        : undefined;
+    groups.length = 0;
     const k = kernels;
     const r = readers;
     const f = files;
@@ -221,6 +235,7 @@ export async function assemble(model: string, opts: OpenOptions): Promise<ModelP
       plan,
       budget,
       cache,
+      elastic: elasticCache,
       store,
       files,
       usageFile,

@@ -26,6 +26,8 @@ const IMAGE_CACHE_BYTES = 64 << 20;
 import { modelIdentity } from './identity.js';
 import type { OpenOptions } from './options.js';
 import type { MemoryPlan } from './plan.js';
+import type { CacheResize, ElasticCache } from './elastic-cache.js';
+import { POLL_MS } from '../memory/pressure.js';
 import { Session, type SessionHost } from './session.js';
 
 export type { OpenOptions };
@@ -46,6 +48,11 @@ export interface ModelStats extends CacheStats {
   floorBytes: number;
   /** Bytes the engine has allocated (arenas), never above the budget. */
   allocatedBytes: number;
+  /** The expert cache's arenas now, and what the elastic cache grows back to (equal under an explicit budget). */
+  cacheBytes: number;
+  cacheMaxBytes: number;
+  /** The elastic cache's recent resizes, oldest first (empty under an explicit budget). */
+  resizes: CacheResize[];
   lookahead: number;
   /** How many MoE layers ahead decode prefetches. */
   lookaheadLayers: number;
@@ -75,6 +82,10 @@ export class Model implements SessionHost {
   readonly plan: MemoryPlan;
   readonly budget: MemoryBudget;
   readonly cache: ExpertCache | undefined;
+  /** The default budget's cache that gives memory back under pressure (absent under an explicit budget). */
+  readonly elastic: ElasticCache | undefined;
+  private pollTimer: NodeJS.Timeout | undefined;
+  private pollQueued = false;
   /** @internal the forward pass (sessions run through it). */
   readonly net: Network;
   private readonly store: StreamedExperts | undefined;
@@ -105,12 +116,22 @@ export class Model implements SessionHost {
     this.plan = p.plan;
     this.budget = p.budget;
     this.cache = p.cache;
+    this.elastic = p.elastic;
     this.store = p.store;
     this.files = p.files;
     this.usageFile = p.usageFile;
     this.freeStates = p.states;
     this.release_ = p.close;
     this.visionParts = p.vision;
+    if (this.elastic) {
+      // an idle model still gives memory back when the machine needs it (unref'd: keeps no process alive)
+      this.pollTimer = setInterval(() => {
+        if (this.pollQueued || this.closed) return;
+        this.pollQueued = true;
+        void this.exclusive(async () => undefined);
+      }, POLL_MS);
+      this.pollTimer.unref();
+    }
   }
 
   /** The model's image preprocessing and placeholder, when it takes images (a vision tower, and room for it). */
@@ -232,7 +253,17 @@ export class Model implements SessionHost {
 
   /** @internal one forward pass at a time, in the order asked: every session computes in the same scratch. */
   exclusive<T>(fn: () => Promise<T>): Promise<T> {
-    const run = this.running.then(fn);
+    const run = this.running.then(() => {
+      // between forward passes is the elastic cache's safe point: no slot is pinned
+      this.pollQueued = false;
+      try {
+        this.elastic?.poll();
+      } catch (e) {
+        // a resize that failed leaves the cache as it was; the forward pass goes on
+        process.emitWarning(`the expert cache could not be resized: ${(e as Error).message}`, 'WasteWarning');
+      }
+      return fn();
+    });
     this.running = run.catch(() => undefined);
     return run;
   }
@@ -299,6 +330,9 @@ export class Model implements SessionHost {
       budgetBytes: this.budget.limit,
       floorBytes: this.plan.floorBytes,
       allocatedBytes: this.budget.used,
+      cacheBytes: this.elastic?.bytes ?? c.slots * (this.cache?.stride ?? 0),
+      cacheMaxBytes: this.elastic?.maxBytes ?? c.slots * (this.cache?.stride ?? 0),
+      resizes: this.elastic ? [...this.elastic.resizes] : [],
       lookahead: this.store?.lookahead ?? 0,
       lookaheadPredicted: this.store?.lookaheadStats.predicted ?? 0,
       lookaheadCorrect: this.store?.lookaheadStats.correct ?? 0,
@@ -321,6 +355,7 @@ export class Model implements SessionHost {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    if (this.pollTimer) clearInterval(this.pollTimer);
     // after the last forward pass asked for (a session still generating finishes its step first)
     await this.running;
     await this.release_();

@@ -1,6 +1,8 @@
 import type { CachePolicy } from '../experts/cache.js';
 import { ACTIVATIONS, type Activations } from '../kernels/types.js';
 import { DEFAULT_CHUNK } from './plan.js';
+import type { MemorySample } from '../memory/pressure.js';
+import type { UsableRam } from './ram.js';
 import { WasteError } from '../util/errors.js';
 
 export interface OpenOptions {
@@ -67,6 +69,13 @@ export interface OpenOptions {
   sessions?: number;
   /** Cap on one arena's size (default: the 4 GiB a memory can address); for tests. */
   arenaBytes?: number;
+  /** @internal Cap on one arena of the elastic cache (default: 1 GiB or 8 expert scratches); for tests. */
+  cacheArenaBytes?: number;
+  /** @internal The machine's RAM as the plan sees it (default: read from /proc and the cgroup); for tests. */
+  ram?: UsableRam;
+  /** @internal What the elastic cache reads to see memory pressure, and its clock in ms (default: /proc, performance.now); for tests. */
+  memorySample?: () => MemorySample;
+  clock?: () => number;
   /** Told how loading the trunk goes (layers loaded of all, the head counted as one), for a progress bar. */
   onProgress?: (done: number, total: number) => void;
   /** Told of anything the engine changed from what was asked (a budget above the machine's RAM); default: process.emitWarning. */
@@ -95,7 +104,7 @@ export const DEFAULT_LOOKAHEAD_LAYERS = 1;
 /** Activations when none are asked for (docs/PERFORMANCE.md, "Activation precision"). */
 export const DEFAULT_ACTIVATIONS: Activations = 'a16';
 const KERNELS = ['wasm', 'typescript'] as const;
-const KNOWN = new Set(['budget', 'verify', 'threads', 'ioThreads', 'lookahead', 'lookaheadLayers', 'cachePolicy', 'direct', 'warm', 'learn', 'usageFile', 'preloadExperts', 'vision', 'imagePatches', 'cacheSlots', 'kernels', 'activations', 'chunk', 'maxContext', 'sessions', 'arenaBytes', 'onProgress', 'warn']);
+const KNOWN = new Set(['budget', 'verify', 'threads', 'ioThreads', 'lookahead', 'lookaheadLayers', 'cachePolicy', 'direct', 'warm', 'learn', 'usageFile', 'preloadExperts', 'vision', 'imagePatches', 'cacheSlots', 'kernels', 'activations', 'chunk', 'maxContext', 'sessions', 'arenaBytes', 'cacheArenaBytes', 'ram', 'memorySample', 'clock', 'onProgress', 'warn']);
 const FLAGS = ['verify', 'direct', 'warm', 'learn', 'preloadExperts', 'vision'] as const;
 
 /** What `Model.open` runs with: every option checked and defaulted. */
@@ -121,6 +130,10 @@ export interface ResolvedOpenOptions {
   maxContext: number;
   sessions: number;
   arenaBytes: number | undefined;
+  cacheArenaBytes: number | undefined;
+  ram: UsableRam | undefined;
+  memorySample: (() => MemorySample) | undefined;
+  clock: (() => number) | undefined;
   warn: (message: string) => void;
   onProgress: ((done: number, total: number) => void) | undefined;
 }
@@ -168,7 +181,9 @@ export function resolveOpenOptions(opts: OpenOptions, defaultThreads: number): R
     throw new WasteError('E_ARG', `arenaBytes must be a whole number of bytes, at least 65536 (got ${show(opts.arenaBytes)})`);
   if (opts.usageFile !== undefined && !(typeof opts.usageFile === 'string' && opts.usageFile.length > 0 && !opts.usageFile.includes('\0')))
     throw new WasteError('E_ARG', `usageFile must be a file path (got ${show(opts.usageFile)})`);
-  for (const key of ['warn', 'onProgress'] as const)
+  if (opts.cacheArenaBytes !== undefined && !(typeof opts.cacheArenaBytes === 'number' && Number.isSafeInteger(opts.cacheArenaBytes) && opts.cacheArenaBytes >= 1 << 16))
+    throw new WasteError('E_ARG', `cacheArenaBytes must be a whole number of bytes, at least 65536 (got ${show(opts.cacheArenaBytes)})`);
+  for (const key of ['warn', 'onProgress', 'memorySample', 'clock'] as const)
     if (opts[key] !== undefined && typeof opts[key] !== 'function') throw new WasteError('E_ARG', `${key} must be a function (got ${show(opts[key])})`);
   const kernels = opts.kernels ?? 'wasm';
   // the reference kernels run on the calling thread alone
@@ -195,6 +210,10 @@ export function resolveOpenOptions(opts: OpenOptions, defaultThreads: number): R
     maxContext: int('maxContext', 4096),
     sessions: int('sessions', 1),
     arenaBytes: opts.arenaBytes,
+    cacheArenaBytes: opts.cacheArenaBytes,
+    ram: opts.ram,
+    memorySample: opts.memorySample,
+    clock: opts.clock,
     warn: opts.warn ?? ((m) => process.emitWarning(m, 'WasteWarning')),
     onProgress: opts.onProgress,
   };

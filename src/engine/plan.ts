@@ -34,6 +34,26 @@ export interface PlanOptions {
   ram?: UsableRam;
   /** Bytes the vision tower's arena takes when the first image loads it (reserved in every layout; 0: none). */
   visionBytes?: number;
+  /** Cap on one arena of the elastic cache's slots (tests); default ELASTIC_ARENA_BYTES or 8 expert scratches. */
+  cacheArenaBytes?: number;
+}
+
+/**
+ * The elastic cache (the default budget's) keeps its slots in arenas of about this size, so that
+ * under memory pressure it can give whole arenas back (a WebAssembly memory cannot shrink, but a
+ * dropped one is unmapped). Smaller arenas give finer steps but each carries its own expert
+ * scratch (109 MiB on Kimi-Linear at chunks of 64) and splits a layer's lookup tables over more
+ * arenas, so an arena is at least 8 such scratches.
+ */
+export const ELASTIC_ARENA_BYTES = 1 << 30;
+
+/**
+ * What the default budget leaves to the operating system and the rest of the process (V8's heap,
+ * Node, the image cache, other programs' growth): an eighth of usable RAM — the share the old
+ * capacity-only default kept — and never less than 1 GiB.
+ */
+export function osMargin(usable: number): number {
+  return Math.max(2 ** 30, Math.floor(usable / 8));
 }
 
 export interface ArenaPlan {
@@ -76,11 +96,21 @@ export interface MemoryPlan {
   totalExperts: number;
   floorBytes: number;
   ram: UsableRam;
+  /**
+   * The default budget: the floor and every expert record (in the elastic cache's arenas), or less
+   * when available RAM minus the OS margin is less, never below the floor.
+   */
   defaultBudget: number;
-  /** How many working sets above the floor the default budget holds (0 when only the floor fits). */
-  defaultWorkingSets: number;
+  /** What bounded the default: every expert fits, available RAM (MemAvailable or the cgroup's headroom) less the margin, or only the floor fits. */
+  defaultFrom: 'expert bytes' | 'MemAvailable' | 'cgroup' | 'usable RAM' | 'floor';
+  /** Bytes the default leaves free (osMargin of usable RAM). */
+  osMarginBytes: number;
+  /** Cap on one arena of the elastic cache. */
+  elasticArenaBytes: number;
   /** The arena layout (and cache size) for a budget. */
   layout(budget: number): Layout;
+  /** The same in the elastic cache's arenas (slots split evenly over arenas of at most elasticArenaBytes). */
+  elasticLayout(budget: number): Layout;
   /** The layout for exactly `slots` cache slots (at least the floor's). */
   layoutForSlots(slots: number): Layout;
 }
@@ -135,18 +165,22 @@ export function planFor(arch: Architecture, cfg: ModelConfig, groups: number[], 
   const visionBytes = opts.visionBytes ? pages(opts.visionBytes) : 0;
   if (visionBytes > cap) throw new WasteError('E_UNSUPPORTED', `unsupported: the vision tower needs ${formatSize(visionBytes)}, more than one memory arena holds (${formatSize(cap)})`);
 
-  const layout = (slots: number): Layout => {
+  const elasticArenaBytes = Math.min(cap, Math.max(opts.cacheArenaBytes ?? ELASTIC_ARENA_BYTES, opts.cacheArenaBytes ? 0 : 8 * expertScratch));
+  const layoutIn = (slots: number, slotLimit: number, even: boolean): Layout => {
     const arenas: ArenaPlan[] = base.map((a) => ({ groups: a.groups, slots: 0, bytes: 0 }));
     const used = base.map((a) => a.used);
     let left = slots;
+    const start = Math.ceil(expertScratch / 4096) * 4096;
+    const most = Math.floor((slotLimit - start) / stride);
+    // the elastic cache's arenas hold equal shares, so that each one dropped gives back as much
+    const each = even && most >= 1 ? Math.ceil(slots / Math.ceil(slots / most)) : most;
     // the trunk's arenas, then arenas of slots, each with its own scratch
     while (left > 0) {
-      const start = Math.ceil(expertScratch / 4096) * 4096;
-      const n = Math.min(left, Math.floor((limit - start) / stride));
+      const n = Math.min(left, each);
       if (n < 1)
         throw new WasteError(
           'E_UNSUPPORTED',
-          `unsupported: an expert record of ${formatSize(stride)} and an expert arena's ${formatSize(expertScratch)} of working memory (lookup tables for chunks of ${chunk}) do not fit in one memory arena (${formatSize(limit)}); a smaller --chunk takes less`,
+          `unsupported: an expert record of ${formatSize(stride)} and an expert arena's ${formatSize(expertScratch)} of working memory (lookup tables for chunks of ${chunk}) do not fit in one memory arena (${formatSize(slotLimit)}); a smaller --chunk takes less`,
         );
       arenas.push({ groups: [], slots: n, bytes: 0 });
       used.push(start + n * stride);
@@ -155,19 +189,17 @@ export function planFor(arch: Architecture, cfg: ModelConfig, groups: number[], 
     arenas.forEach((a, i) => (a.bytes = pages(used[i])));
     return { arenas, slots, bytes: arenas.reduce((s, a) => s + a.bytes, 0) + visionBytes };
   };
+  const layout = (slots: number) => layoutIn(slots, limit, false);
+  const elastic = (slots: number) => layoutIn(slots, elasticArenaBytes - ARENA_RESERVED, true);
 
   const floorBytes = layout(floorRecords).bytes;
   const ram = opts.ram ?? usableRam();
-  let defaultBudget = floorBytes;
-  let defaultWorkingSets = 0;
-  for (const n of [3, 2, 1]) {
-    const b = layout(Math.min(totalExperts, floorRecords + n * wsRecords)).bytes;
-    if (b <= (ram.usable * 7) / 8) {
-      defaultBudget = b;
-      defaultWorkingSets = n;
-      break;
-    }
-  }
+  const osMarginBytes = osMargin(ram.usable);
+  // every expert, in the elastic cache's arenas
+  const all = elastic(Math.max(floorRecords, totalExperts)).bytes;
+  const room = Math.min(ram.usable, ram.available ?? ram.usable) - osMarginBytes;
+  const defaultBudget = Math.max(floorBytes, Math.min(all, room));
+  const defaultFrom = all <= room ? 'expert bytes' : room <= floorBytes ? 'floor' : (ram.availableFrom ?? 'usable RAM');
   return {
     maxContext,
     sessions,
@@ -184,28 +216,37 @@ export function planFor(arch: Architecture, cfg: ModelConfig, groups: number[], 
     floorBytes,
     ram,
     defaultBudget,
-    defaultWorkingSets,
+    defaultFrom,
+    osMarginBytes,
+    elasticArenaBytes,
     layoutForSlots(slots: number): Layout {
       if (slots < floorRecords)
         throw new WasteError('E_ARG', `an expert cache of ${slots} slots is below the floor's ${floorRecords} (two layers' selected experts)`);
       return layout(slots);
     },
     layout(budget: number): Layout {
-      if (budget < floorBytes)
-        throw new WasteError(
-          'E_ARG',
-          `a RAM budget of ${formatSize(budget)} is below this model's floor of ${formatSize(floorBytes)} (${floorBytes} bytes: trunk, state for ${maxContext} tokens, scratch${visionBytes ? ', the vision tower' : ''} and two layers' selected experts); run \`waste plan\` to see it`,
-        );
-      // The most slots the budget pays for, never more than every expert.
-      let lo = floorRecords;
-      let hi = Math.max(floorRecords, totalExperts);
-      if (layout(hi).bytes <= budget) return layout(hi);
-      while (lo < hi) {
-        const mid = Math.ceil((lo + hi) / 2);
-        if (layout(mid).bytes <= budget) lo = mid;
-        else hi = mid - 1;
-      }
-      return layout(lo);
+      return fit(budget, layout);
+    },
+    elasticLayout(budget: number): Layout {
+      return fit(budget, elastic);
     },
   };
+
+  /** The most slots `budget` pays for in `lay`'s arenas, never more than every expert. */
+  function fit(budget: number, lay: (slots: number) => Layout): Layout {
+    if (budget < floorBytes)
+      throw new WasteError(
+        'E_ARG',
+        `a RAM budget of ${formatSize(budget)} is below this model's floor of ${formatSize(floorBytes)} (${floorBytes} bytes: trunk, state for ${maxContext} tokens, scratch${visionBytes ? ', the vision tower' : ''} and two layers' selected experts); run \`waste plan\` to see it`,
+      );
+    let lo = floorRecords;
+    let hi = Math.max(floorRecords, totalExperts);
+    if (lay(hi).bytes <= budget) return lay(hi);
+    while (lo < hi) {
+      const mid = Math.ceil((lo + hi) / 2);
+      if (lay(mid).bytes <= budget) lo = mid;
+      else hi = mid - 1;
+    }
+    return lay(lo);
+  }
 }

@@ -96,13 +96,48 @@ export class ExpertCache {
     private readonly readers: ReaderPool | undefined,
     private readonly verify: boolean,
   ) {
-    slots.forEach((s, i) => {
-      const slot: CacheSlot = { index: i, arena: s.arena, off: s.off, view: s.arena.u8(s.off, stride), key: -1, hits: 0, last: 0, born: 0, pins: 0, speculative: false, checked: false, prio: 0 };
-      this.slots.push(slot);
-      this.free.push(slot);
-    });
-    this.free.reverse();
-    this.stats = { slots: slots.length, hits: 0, misses: 0, bytesRead: 0, speculativeReads: 0, speculativeUsed: 0, speculativeBytes: 0, readWaitSeconds: 0, warmed: 0 };
+    this.stats = { slots: 0, hits: 0, misses: 0, bytesRead: 0, speculativeReads: 0, speculativeUsed: 0, speculativeBytes: 0, readWaitSeconds: 0, warmed: 0 };
+    this.addSlots(slots.map((s, i) => ({ ...s, index: i })));
+  }
+
+  /**
+   * Add empty slots (an arena given back to the cache). `index` names a slot's status word in the
+   * reader pool: every slot the cache can ever hold has its own, fixed at open.
+   */
+  addSlots(slots: { arena: Arena; off: number; index: number }[]): void {
+    const added: CacheSlot[] = slots.map((s) => ({ index: s.index, arena: s.arena, off: s.off, view: s.arena.u8(s.off, this.stride), key: -1, hits: 0, last: 0, born: 0, pins: 0, speculative: false, checked: false, prio: 0 }));
+    this.slots.push(...added);
+    // the lowest index is taken first
+    this.free.unshift(...added.reverse());
+    this.stats.slots = this.slots.length;
+  }
+
+  /**
+   * Take every slot of `arena` out of the cache (its records are forgotten; a later request reads
+   * them again). Refused while one of them is pinned by a computation or a read is landing in it:
+   * the caller drains and calls this between forward passes. Returns how many slots went.
+   */
+  removeArena(arena: Arena): number {
+    const gone = this.slots.filter((s) => s.arena === arena);
+    for (const s of gone)
+      if (s.pins > 0 || this.inflight(s)) throw new WasteError('E_STATE', `slot ${s.index} of arena ${arena.id} is in use; the cache cannot give its arena back now`);
+    for (const s of gone) {
+      if (s.key >= 0) this.map.delete(s.key);
+      s.key = -1;
+      if (this.readers) Atomics.store(this.readers.status, s.index, Status.EMPTY);
+    }
+    const keep = (s: CacheSlot) => s.arena !== arena;
+    this.slots.splice(0, this.slots.length, ...this.slots.filter(keep));
+    this.free.splice(0, this.free.length, ...this.free.filter(keep));
+    this.stats.slots = this.slots.length;
+    return gone.length;
+  }
+
+  /** Slots in `arena` that are pinned or being read into. */
+  busyIn(arena: Arena): number {
+    let n = 0;
+    for (const s of this.slots) if (s.arena === arena && (s.pins > 0 || this.inflight(s))) n++;
+    return n;
   }
 
   get direct(): boolean {

@@ -1,5 +1,6 @@
 import * as fs from 'node:fs';
-import { workerData } from 'node:worker_threads';
+import { receiveMessageOnPort, workerData } from 'node:worker_threads';
+import { collectGarbage } from '../memory/collect.js';
 import { crc32 } from '../util/crc32.js';
 import { JOB_FIELDS, Q, RING, type ReaderInit, Status } from './readers.js';
 
@@ -12,12 +13,33 @@ const status = new Int32Array(init.status);
 const jobs = new Float64Array(init.jobs);
 const errno = new Int32Array(init.errno);
 const memories = new Map(init.memories.map((m) => [m.id, m.memory]));
+// the map is the only handle kept: a detached memory must be collectable
+init.memories = [];
+let epoch = 0;
+
+/** Apply the attach/detach messages waiting on the port, and acknowledge each announcement. */
+function syncMemories(): void {
+  const now = Atomics.load(ctrl, Q.MEMS);
+  if (now === epoch) return;
+  let dropped = false;
+  for (let m = receiveMessageOnPort(init.port); m; m = receiveMessageOnPort(init.port)) {
+    const msg = m.message as { type: string; id: number; memory?: WebAssembly.Memory };
+    if (msg.type === 'attach' && msg.memory) memories.set(msg.id, msg.memory);
+    else if (msg.type === 'detach') dropped = memories.delete(msg.id) || dropped;
+  }
+  if (dropped) collectGarbage();
+  Atomics.add(ctrl, Q.MEMS_ACK, now - epoch);
+  Atomics.notify(ctrl, Q.MEMS_ACK);
+  epoch = now;
+}
 
 /** The next queued slot: demand reads first, then speculative ones; -1 when told to exit. */
 function take(): number {
   for (;;) {
     if (Atomics.load(ctrl, Q.EXIT)) return -1;
+    // WORK before MEMS: an announcement made after this load changes WORK, so the wait below returns
     const work = Atomics.load(ctrl, Q.WORK);
+    syncMemories();
     for (const [TAIL, HEAD, base] of [
       [Q.TAIL, Q.HEAD, 0],
       [Q.SPEC_TAIL, Q.SPEC_HEAD, RING],
@@ -39,10 +61,11 @@ function finish(slot: number, code: number): void {
   Atomics.notify(ctrl, Q.DONE);
 }
 
-Atomics.add(ctrl, Q.READY, 1);
-for (;;) {
-  const slot = take();
-  if (slot < 0) break;
+/**
+ * One queued read, in a function of its own: its view of the slot's memory dies with the call, so
+ * a memory detached while this thread waits for work is not kept alive by the last read's locals.
+ */
+function serve(slot: number): void {
   const j = slot * JOB_FIELDS;
   const fd = jobs[j];
   const pos = jobs[j + 1];
@@ -68,4 +91,11 @@ for (;;) {
     code = Status.ERR_IO;
   }
   finish(slot, code);
+}
+
+Atomics.add(ctrl, Q.READY, 1);
+for (;;) {
+  const slot = take();
+  if (slot < 0) break;
+  serve(slot);
 }

@@ -1,4 +1,4 @@
-import { Worker } from 'node:worker_threads';
+import { MessageChannel, type MessagePort, Worker } from 'node:worker_threads';
 import type { Arena } from '../memory/arena.js';
 import { WasteError } from '../util/errors.js';
 
@@ -20,7 +20,10 @@ export const Q = {
   SPEC_HEAD: 6,
   /** Bumped on every enqueue of either kind: what idle readers sleep on. */
   WORK: 7,
-  SIZE: 8,
+  /** Bumped when memories are attached or detached (messages wait on each reader's port), and each reader's acknowledgements. */
+  MEMS: 8,
+  MEMS_ACK: 9,
+  SIZE: 10,
 } as const;
 
 export const Status = {
@@ -43,6 +46,8 @@ export interface ReaderInit {
   jobs: SharedArrayBuffer;
   errno: SharedArrayBuffer;
   memories: { id: number; memory: WebAssembly.Memory }[];
+  /** Where memories attached or detached later are announced (read synchronously when MEMS moves). */
+  port: MessagePort;
   /** CRC32 over [48, payloadEnd) compared with the header's, when set. */
   verifyPayloadEnd: number;
 }
@@ -55,6 +60,8 @@ export class ReaderPool {
   private readonly jobs: Float64Array;
   readonly errno: Int32Array;
   private readonly workers: Worker[] = [];
+  private readonly ports: MessagePort[] = [];
+  private epochs = 0;
 
   private constructor(threads: number, slots: number, arenas: Arena[], verifyPayloadEnd: number) {
     this.threads = threads;
@@ -63,7 +70,7 @@ export class ReaderPool {
     this.status = new Int32Array(new SharedArrayBuffer(Math.max(1, slots) * 4));
     this.jobs = new Float64Array(new SharedArrayBuffer(Math.max(1, slots) * JOB_FIELDS * 8));
     this.errno = new Int32Array(new SharedArrayBuffer(Math.max(1, slots) * 4));
-    const init: ReaderInit = {
+    const init: Omit<ReaderInit, 'port'> = {
       ctrl: this.ctrl.buffer as SharedArrayBuffer,
       ring: this.ring.buffer as SharedArrayBuffer,
       status: this.status.buffer as SharedArrayBuffer,
@@ -73,7 +80,9 @@ export class ReaderPool {
       verifyPayloadEnd,
     };
     for (let i = 0; i < threads; i++) {
-      const w = new Worker(new URL('./reader.js', import.meta.url), { workerData: init });
+      const { port1, port2 } = new MessageChannel();
+      this.ports.push(port1);
+      const w = new Worker(new URL('./reader.js', import.meta.url), { workerData: { ...init, port: port2 }, transferList: [port2] });
       w.unref();
       this.workers.push(w);
     }
@@ -112,10 +121,38 @@ export class ReaderPool {
     Atomics.notify(this.ctrl, Q.WORK, 1);
   }
 
+  /** Make an arena created after the pool started a place reads can land. */
+  attach(arena: Arena): void {
+    this.announce({ type: 'attach', id: arena.id, memory: arena.memory });
+  }
+
+  /**
+   * Forget an arena (no read into it may be queued or in flight): every reader drops its handle
+   * and collects, so the memory can be unmapped. Returns when all have.
+   */
+  detach(arena: Arena): void {
+    this.announce({ type: 'detach', id: arena.id });
+  }
+
+  private announce(msg: { type: 'attach' | 'detach'; id: number; memory?: WebAssembly.Memory }): void {
+    for (const p of this.ports) p.postMessage(msg);
+    this.epochs++;
+    Atomics.add(this.ctrl, Q.MEMS, 1);
+    Atomics.add(this.ctrl, Q.WORK, 1);
+    Atomics.notify(this.ctrl, Q.WORK);
+    const want = this.epochs * this.threads;
+    for (;;) {
+      const got = Atomics.load(this.ctrl, Q.MEMS_ACK);
+      if (got >= want) return;
+      Atomics.wait(this.ctrl, Q.MEMS_ACK, got, 1000);
+    }
+  }
+
   async close(): Promise<void> {
     Atomics.store(this.ctrl, Q.EXIT, 1);
     Atomics.add(this.ctrl, Q.WORK, 1);
     Atomics.notify(this.ctrl, Q.WORK);
     await Promise.all(this.workers.map((w) => w.terminate()));
+    for (const p of this.ports) p.close();
   }
 }

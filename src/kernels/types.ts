@@ -1,3 +1,4 @@
+import type { Arena } from '../memory/arena.js';
 import type { Tensor } from '../container/tensor.js';
 
 /**
@@ -15,6 +16,9 @@ export interface Kernels {
 
   /** How the Q8G and Q4G products of `matmul` take their activations (fixed when the kernels are made). */
   readonly activations: Activations;
+  /** An arena made after the kernels (the elastic cache growing back), and one about to be dropped. */
+  attach?(arena: Arena): void;
+  detach?(arena: Arena): void;
 
   /**
    * Y[t·rows + i] = W[i] · X[t·cols …], for t < T (T = 1: a matrix-vector product). Q8G and Q4G

@@ -28,6 +28,11 @@ export class MemoryBudget {
     this.used_ += bytes;
   }
 
+  /** Give back bytes charged before (an arena the elastic cache dropped). */
+  release(bytes: number): void {
+    this.used_ = Math.max(0, this.used_ - bytes);
+  }
+
   /**
    * Set `bytes` of this budget aside now (charged at once) for a later use that only the returned
    * budget can draw on: the vision tower's room, kept from sessions and the cache until an image

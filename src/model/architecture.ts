@@ -120,6 +120,9 @@ export interface Network {
   readonly maxContext: number;
   /** The memories holding the trunk, scratch, session state and expert cache. */
   readonly arenas: readonly Arena[];
+  /** An arena of expert slots added after open (its expert scratch is allocated in it), and one removed (nothing may compute in it afterwards). */
+  addExpertArena?(arena: Arena): void;
+  removeExpertArena?(arena: Arena): void;
   newState(maxContext: number): SequenceState;
   /** Run `tokens` from `state.pos`, advancing the state; the logits after the last (or every) token. */
   forward(state: SequenceState, tokens: ArrayLike<number>, opts?: ForwardOptions): Promise<Float32Array>;

@@ -181,7 +181,19 @@ export function createApp(host: Host, opts: Pick<ServerOptions, 'apiKey' | 'maxB
       queue: { running: host.queue.running, waiting: host.queue.queued },
       sessions: host.sessionStats(),
       images: imageStats(host),
-      cache: { slots: s.slots, hits: s.hits, misses: s.misses, hit_rate: s.hitRate, bytes_read: s.bytesRead, direct: s.direct },
+      cache: {
+        slots: s.slots,
+        hits: s.hits,
+        misses: s.misses,
+        hit_rate: s.hitRate,
+        bytes_read: s.bytesRead,
+        direct: s.direct,
+        // the elastic cache (default budget): its arenas now, what it grows back to, its last resizes
+        elastic: host.model.elastic !== undefined,
+        bytes: s.cacheBytes,
+        target_bytes: s.cacheMaxBytes,
+        resizes: s.resizes.map((r) => ({ at: r.at, from_bytes: r.fromBytes, to_bytes: r.toBytes, from_slots: r.fromSlots, to_slots: r.toSlots, why: r.why })),
+      },
     });
   });
 

@@ -36,7 +36,7 @@ export function registerPlan(program: Command): void {
         const budget = withinRam(o.budget !== undefined ? parseSize(o.budget, plan.ram.usable, 'budget') : undefined, plan.ram.usable, (m) => process.stderr.write(`waste: warning: ${m}\n`));
         const below = budget !== undefined && budget < plan.floorBytes;
         const layout = budget !== undefined && !below ? plan.layout(budget) : undefined;
-        const def = plan.layout(plan.defaultBudget);
+        const def = plan.elasticLayout(plan.defaultBudget);
         const floorLayout = plan.layoutForSlots(plan.floorRecords);
         const out = {
           context: plan.maxContext,
@@ -56,8 +56,12 @@ export function registerPlan(program: Command): void {
           cgroup_limit_bytes: plan.ram.cgroupLimit ?? null,
           usable_ram_bytes: plan.ram.usable,
           default_budget_bytes: plan.defaultBudget,
-          default_working_sets: plan.defaultWorkingSets,
+          default_from: plan.defaultFrom,
+          available_ram_bytes: plan.ram.available ?? null,
+          available_from: plan.ram.availableFrom ?? null,
+          os_margin_bytes: plan.osMarginBytes,
           default_cache_slots: def.slots,
+          default_cache_arenas: def.arenas.filter((a) => a.slots).length,
           budget_bytes: budget ?? null,
           cache_slots: layout ? layout.slots : budget !== undefined ? -1 : null,
           expert_cache_bytes: layout ? layout.slots * plan.recordBytes : budget !== undefined ? -1 : null,
@@ -79,13 +83,18 @@ export function registerPlan(program: Command): void {
             ['FLOOR', `${formatSize(plan.floorBytes)} (${plan.floorBytes} bytes, in ${floorLayout.arenas.length} arenas of whole pages)`],
             ['one token of experts', `${formatSize(plan.workingSetBytes)} (${plan.workingSetRecords} records of ${formatSize(plan.recordBytes)})`],
             ['usable RAM', `${formatSize(plan.ram.usable)}${plan.ram.cgroupLimit !== undefined ? ' (cgroup limit)' : ''} of ${formatSize(plan.ram.physical)} physical`],
+            ['available now', plan.ram.available !== undefined ? `${formatSize(plan.ram.available)} (${plan.ram.availableFrom === 'cgroup' ? "the cgroup's headroom" : 'MemAvailable'}); the default leaves ${formatSize(plan.osMarginBytes)} of it free` : `unknown; the default leaves ${formatSize(plan.osMarginBytes)} of usable RAM free`],
             [
               'default budget',
               plan.floorBytes > plan.ram.usable
                 ? 'none: the floor is more than the usable RAM, the model cannot open on this machine'
-                : plan.defaultWorkingSets
-                  ? `${formatSize(plan.defaultBudget)}: floor + ${plan.defaultWorkingSets} working sets, ${def.slots} cache slots`
-                  : `${formatSize(plan.defaultBudget)}: the floor (no working set more fits under 7/8 of usable RAM)`,
+                : `${formatSize(plan.defaultBudget)}: ${
+                    plan.defaultFrom === 'expert bytes'
+                      ? 'the floor and every expert record'
+                      : plan.defaultFrom === 'floor'
+                        ? 'the floor (available RAM less the margin holds no more)'
+                        : `available RAM (${plan.defaultFrom}) less the margin`
+                  }, ${def.slots} of ${plan.totalExperts} cache slots in ${def.arenas.filter((a) => a.slots).length} arena${def.arenas.filter((a) => a.slots).length === 1 ? '' : 's'} it can give back under memory pressure`,
             ],
           ];
           if (budget !== undefined)

@@ -99,6 +99,18 @@ export class WasmKernels implements Kernels {
     return b;
   }
 
+  /** Make an arena created after the kernels started usable (its per-thread scratch is allocated in it now). */
+  attach(arena: Arena, withPrep = false): void {
+    this.bind(arena, withPrep);
+  }
+
+  /** Forget an arena that will be dropped: no call may run in it afterwards. */
+  detach(arena: Arena): void {
+    this.local.delete(arena.id);
+    this.arenas.delete(arena.id);
+    this.pool?.detach(arena);
+  }
+
   /** Byte offset of `view` in `arena`; every buffer of a call must live in the call's arena. */
   private at(view: ArrayBufferView, arena: Arena, what: string): number {
     const a = arenaOf(view);

@@ -112,6 +112,17 @@ export class KernelPool {
   }
 
   /**
+   * Forget an arena (between calls): every helper drops its instance over the memory and collects,
+   * so the memory can be unmapped once the caller drops it too.
+   */
+  detach(arena: Arena): void {
+    if (!this.attached.delete(arena.id) || this.workers.length === 0 || this.closed) return;
+    for (const w of this.workers) w.postMessage({ type: 'detach', id: arena.id });
+    this.dispatch(CMD_ATTACH);
+    this.waitHelpers();
+  }
+
+  /**
    * Run `kernel` over rows [0, n) split into `parts` shares (aligned to `align`); `args` are the
    * kernel's parameters before (tmp, begin, end). `leader` is the calling thread's instance.
    */

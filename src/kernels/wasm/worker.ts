@@ -1,6 +1,7 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import { C, CMD_ATTACH, CMD_EXIT, type WorkerInit, TMP_BASE, TMP_STRIDE, share } from './pool.js';
 import { type KernelExports, PARALLEL_KERNELS, instantiate } from './module.js';
+import { collectGarbage } from '../../memory/collect.js';
 
 // A helper thread of the kernel pool: waits for a job in the control block, runs its share of
 // rows, and counts itself done.
@@ -9,6 +10,8 @@ const ctrl = new Int32Array(init.ctrl);
 const args = new Float64Array(init.args);
 const instances = new Map<number, KernelExports>();
 for (const m of init.memories) instances.set(m.id, instantiate(init.module, m.memory));
+// the instances are the only handles kept: a detached memory must be collectable
+init.memories = [];
 let seen = Atomics.load(ctrl, C.SEQ);
 
 function done(): void {
@@ -52,11 +55,13 @@ function loop(): void {
 }
 
 parentPort!.on('message', (msg: { type: string; id: number; memory: WebAssembly.Memory }) => {
-  if (msg.type === 'attach') {
-    instances.set(msg.id, instantiate(init.module, msg.memory));
-    done();
-    loop();
-  }
+  if (msg.type === 'attach') instances.set(msg.id, instantiate(init.module, msg.memory));
+  else if (msg.type === 'detach') {
+    instances.delete(msg.id);
+    collectGarbage();
+  } else return;
+  done();
+  loop();
 });
 
 Atomics.add(ctrl, C.READY, 1);

@@ -48,12 +48,13 @@ export abstract class KimiNetwork<C extends KimiFamilyConfig, Layer> implements 
     readonly kernels: Kernels,
     /** Where VQ expert records come from (a container); absent when the experts are dense. */
     readonly experts: ExpertStore | undefined,
-    q: ExpertQuant | undefined,
+    private readonly quant: ExpertQuant | undefined,
     readonly record: RecordLayout | undefined,
     readonly chunk: number,
     readonly maxContext: number,
-    shape: ScratchShape,
+    private readonly shape: ScratchShape,
   ) {
+    const q = quant;
     if (q) this.geom = { stages: q.stages, entries: q.entries, vecDim: q.vecDim, indexBlock: q.indexBlock };
     const layers = new Set([...weights.layers.map((l) => l.arena), weights.headArena]);
     for (const a of weights.arenas) this.scratch.set(a, new Scratch(shape, chunk, q, arenaAllocator(a), layers.has(a) ? 'layers' : 'experts'));
@@ -61,6 +62,17 @@ export abstract class KimiNetwork<C extends KimiFamilyConfig, Layer> implements 
 
   get arenas(): readonly Arena[] {
     return this.weights.arenas;
+  }
+
+  addExpertArena(a: Arena): void {
+    this.weights.arenas.push(a);
+    this.scratch.set(a, new Scratch(this.shape, this.chunk, this.quant, arenaAllocator(a), 'experts'));
+  }
+
+  removeExpertArena(a: Arena): void {
+    const i = this.weights.arenas.indexOf(a);
+    if (i >= 0) this.weights.arenas.splice(i, 1);
+    this.scratch.delete(a);
   }
 
   get eps(): number {
