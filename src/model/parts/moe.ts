@@ -173,17 +173,29 @@ function booksIn(L: number, w: MoeWeights, sx: Scratch): [Float32Array, Float32A
 }
 
 /**
- * Decode: run the next MoE layer's router on this layer's MoE input (in `s.norm`) and name its
- * likeliest experts to the store, which reads them ahead if it has room.
+ * Decode: run the next MoE layer's router on this layer's MoE input (in `s.norm`, one row per
+ * sequence of a batched step) and name its likeliest experts to the store — for a batch, every
+ * row's first choices before any row's later ones — which reads them ahead if it has room.
  */
-export function lookAhead(h: MoeHost, nextLayer: number, next: MoeWeights, s: Scratch, sn: Scratch): void {
+export function lookAhead(h: MoeHost, nextLayer: number, next: MoeWeights, s: Scratch, sn: Scratch, T = 1): void {
   const store = h.experts;
   if (!store || store.lookahead <= 0) return;
   const H = h.hidden;
   const E = h.moe.experts;
   const n = Math.min(store.lookahead, E, 64);
-  if (sn !== s) sn.norm.set(s.norm.subarray(0, H));
-  h.kernels.matmul(next.router, sn.norm, sn.router, 1);
-  h.kernels.moeRoute(sn.router.subarray(0, E), next.bias, E, n, sn.lookIds, sn.lookW, false, 1);
-  store.prefetch(nextLayer, [...sn.lookIds.subarray(0, n)]);
+  if (sn !== s) sn.norm.set(s.norm.subarray(0, T * H));
+  h.kernels.matmul(next.router, sn.norm, sn.router, T);
+  if (T === 1) {
+    h.kernels.moeRoute(sn.router.subarray(0, E), next.bias, E, n, sn.lookIds, sn.lookW, false, 1);
+    store.prefetch(nextLayer, [...sn.lookIds.subarray(0, n)]);
+    return;
+  }
+  const picks: number[][] = [];
+  for (let t = 0; t < T; t++) {
+    h.kernels.moeRoute(sn.router.subarray(t * E, (t + 1) * E), next.bias, E, n, sn.lookIds, sn.lookW, false, 1);
+    picks.push([...sn.lookIds.subarray(0, n)]);
+  }
+  const ids = new Set<number>();
+  for (let j = 0; j < n; j++) for (const p of picks) ids.add(p[j]);
+  store.prefetch(nextLayer, [...ids]);
 }

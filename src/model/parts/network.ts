@@ -5,9 +5,10 @@ import type { ModelConfig } from '../../core/model-config.js';
 import type { Kernels, VqGeometry } from '../../kernels/types.js';
 import type { Arena } from '../../memory/arena.js';
 import { WasteError } from '../../util/errors.js';
-import type { ForwardOptions, Network, SequenceState } from '../architecture.js';
+import type { BatchEntry, ForwardOptions, Network, SequenceState } from '../architecture.js';
 import type { Activation } from './ffn.js';
 import type { MoeShape } from './moe.js';
+import { ChunkRows } from './rows.js';
 import { Scratch, type ScratchShape, arenaAllocator } from './scratch.js';
 import { decodeState, encodeState, maxStateBytes } from './state-file.js';
 import { KimiState, type StateGeometry } from './state.js';
@@ -102,7 +103,7 @@ export abstract class KimiNetwork<C extends KimiFamilyConfig, Layer> implements 
         if (media && tokens[c0 + t] === media.token && media.next < media.count) dst.set(media.rows.subarray(media.next * H, ++media.next * H));
         else this.weights.embedRow(tokens[c0 + t], dst);
       }
-      let s = await this.layers(state, T, s0);
+      let s = await this.layers(ChunkRows.of(state), T, s0);
       state.pos += T;
       s = this.carry(s, this.weights.headArena, T);
       const t0 = this.profile ? performance.now() : 0;
@@ -117,8 +118,65 @@ export abstract class KimiNetwork<C extends KimiFamilyConfig, Layer> implements 
     return logits;
   }
 
-  /** Every layer over the chunk's T tokens (embedded in `s.x`); returns the scratch the result is in. */
-  protected abstract layers(state: KimiState, T: number, s: Scratch): Promise<Scratch>;
+  /**
+   * Several sequences advanced together: each entry's tokens (one, for a decode step) run as rows
+   * of the same chunks, entry after entry, so every weight is read once for all of them and each
+   * expert their union routes to is read once. Each row's arithmetic is what it would be alone
+   * (every kernel computes each output row independently of the others), so each sequence's
+   * logits are bit-identical to its own forward(). Returns each entry's logits, as forward would.
+   */
+  async forwardBatch(entries: readonly BatchEntry[]): Promise<Float32Array[]> {
+    const { vocab, hidden: H } = this.cfg;
+    const seen = new Set<SequenceState>();
+    for (const e of entries) {
+      if (seen.has(e.state)) throw new WasteError('E_ARG', 'a batch holds each sequence at most once');
+      seen.add(e.state);
+      const n = e.tokens.length;
+      if (n === 0) throw new WasteError('E_ARG', 'no tokens to run');
+      for (let i = 0; i < n; i++) {
+        const id = e.tokens[i];
+        if (!(Number.isInteger(id) && id >= 0 && id < vocab))
+          throw new WasteError('E_ARG', `token id ${id} is outside the vocabulary (0..${vocab - 1})`);
+      }
+      (e.state as KimiState).reserve(e.state.pos + n);
+    }
+    // [rows] which entry and which of its tokens each row is, and at what position
+    const rowEntry: number[] = [];
+    const rowIndex: number[] = [];
+    const rowPos: number[] = [];
+    entries.forEach((e, j) => {
+      for (let i = 0; i < e.tokens.length; i++) rowEntry.push(j), rowIndex.push(i), rowPos.push(e.state.pos + i);
+    });
+    const out = entries.map((e) => new Float32Array(e.allLogits ? e.tokens.length * vocab : vocab));
+    for (let r0 = 0; r0 < rowEntry.length; r0 += this.chunk) {
+      const T = Math.min(this.chunk, rowEntry.length - r0);
+      const states: KimiState[] = [];
+      const pos = rowPos.slice(r0, r0 + T);
+      const s0 = this.scratchOf(this.weights.layers[0].arena);
+      for (let t = 0; t < T; t++) {
+        const e = entries[rowEntry[r0 + t]];
+        states.push(e.state as KimiState);
+        this.weights.embedRow(e.tokens[rowIndex[r0 + t]], s0.x.subarray(t * H, (t + 1) * H));
+      }
+      let s = await this.layers(ChunkRows.batch(states, pos), T, s0);
+      for (let t = 0; t < T; t++) states[t].pos = pos[t] + 1;
+      s = this.carry(s, this.weights.headArena, T);
+      const t0 = this.profile ? performance.now() : 0;
+      const x = this.final(T, s);
+      for (let t = 0; t < T; t++) {
+        const j = rowEntry[r0 + t];
+        const i = rowIndex[r0 + t];
+        const e = entries[j];
+        if (e.allLogits) out[j].set(this.head(x, t, s), i * vocab);
+        else if (i === e.tokens.length - 1) out[j].set(this.head(x, t, s));
+      }
+      if (this.profile) this.profile.head = (this.profile.head ?? 0) + performance.now() - t0;
+    }
+    return out;
+  }
+
+  /** Every layer over the chunk's T tokens (embedded in `s.x`, whose sequences `rows` names); returns the scratch the result is in. */
+  protected abstract layers(rows: ChunkRows, T: number, s: Scratch): Promise<Scratch>;
 
   /** The chunk's hidden states the head reads, in the head arena's scratch (default: `s.x`). */
   protected final(_T: number, s: Scratch): Float32Array {
