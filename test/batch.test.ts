@@ -78,3 +78,76 @@ describe('a batched step is each sequence alone, bit for bit', () => {
       });
   }
 });
+
+describe('sessions generating at once share the passes and each gets what it gets alone', () => {
+  const dir = synth({ shape: 'tiny', seed: 7, tokenizer: true }, 'batch-lib');
+  const jobs = [
+    { prompt: [5, 6, 7, 8, 9, 10, 11, 12, 13], opts: { maxTokens: 24, temperature: 0 } },
+    { prompt: [40, 41], opts: { maxTokens: 16, temperature: 0.9, seed: 3 } },
+    { prompt: Array.from({ length: 150 }, (_, i) => (i * 7) % 200), opts: { maxTokens: 20, temperature: 1, topP: 0.9, seed: 11 } },
+  ];
+
+  type Run = { tokens: number[]; last: Float32Array; finish: string };
+  async function one(m: Model, j: (typeof jobs)[number], signal?: AbortSignal, onToken?: (n: number) => void): Promise<Run> {
+    const s = m.newSession();
+    const it = s.generate(j.prompt, { ...j.opts, signal });
+    let n = 0;
+    let r = await it.next();
+    while (!r.done) {
+      onToken?.(++n);
+      r = await it.next();
+    }
+    const out = { tokens: r.value.tokens, last: s.lastLogits!, finish: r.value.finish };
+    s.close();
+    return out;
+  }
+
+  it('greedy and seeded sampling, different lengths, one joining late, bit-identical; decode steps ran together', async () => {
+    const m = await Model.open(dir, { chunk: 16, sessions: 3 });
+    try {
+      const alone: Run[] = [];
+      for (const j of jobs) alone.push(await one(m, j));
+      let passes = 0;
+      let rows = 0;
+      m.observeRoutes((L, _route, T) => {
+        if (L === firstMoe) passes++, (rows += T);
+      });
+      const firstMoe = m.config.layerKinds.findIndex((k) => k.ffn === 'moe');
+      // the third (a prompt of ten chunks) joins once the first has four tokens
+      let late!: Promise<Run>;
+      const first = one(m, jobs[0], undefined, (n) => {
+        if (n === 4) late = one(m, jobs[2]);
+      });
+      const second = one(m, jobs[1]);
+      const together = [await first, await second, await late];
+      m.observeRoutes(undefined);
+      for (let i = 0; i < jobs.length; i++) {
+        assert.deepEqual(together[i].tokens, alone[i].tokens, `job ${i}: tokens`);
+        assert.ok(sameBits(together[i].last, alone[i].last), `job ${i}: last logits not bit-identical`);
+      }
+      // alone each token (and each prompt chunk) is a pass of its own
+      const solo = jobs.reduce((n, j, i) => n + Math.ceil(j.prompt.length / 16) + alone[i].tokens.length, 0);
+      assert.ok(passes < solo * 0.8, `${passes} passes for ${rows} rows: the sessions did not share them (${solo} alone)`);
+      assert.equal(rows, solo + jobs.reduce((n, j) => n + j.prompt.length, 0) - jobs.reduce((n, j) => n + Math.ceil(j.prompt.length / 16), 0), 'every token ran once');
+    } finally {
+      await m.close();
+    }
+  });
+
+  it('a session aborted by a timer leaves the batch; the others are unchanged', async () => {
+    const m = await Model.open(dir, { chunk: 16, sessions: 3 });
+    try {
+      const long = { prompt: [9, 9, 9], opts: { maxTokens: 100000, temperature: 0.7, seed: 5 } };
+      const alone = [await one(m, jobs[0]), await one(m, long), await one(m, jobs[1])];
+      const together = await Promise.all([one(m, jobs[0]), one(m, long, AbortSignal.timeout(15)), one(m, jobs[1])]);
+      assert.equal(together[1].finish, 'aborted');
+      assert.deepEqual(together[1].tokens, alone[1].tokens.slice(0, together[1].tokens.length));
+      for (const i of [0, 2]) {
+        assert.deepEqual(together[i].tokens, alone[i].tokens, `job ${i}: tokens`);
+        assert.ok(sameBits(together[i].last, alone[i].last), `job ${i}: last logits`);
+      }
+    } finally {
+      await m.close();
+    }
+  });
+});
