@@ -10,6 +10,8 @@
  *   convert    conversion throughput on Kimi-Linear shapes (--shape k3: K3's, MXFP4 experts), projected onto the full model
  *   tokenizer  encoding 1 MB of multilingual text, next to the tiktoken package
  *   server     one reply through the library, HTTP JSON and HTTP SSE; free vs schema-enforced decode
+ *              (--clients 1,2,4,8: that many clients at once, batching on and off; MODEL, --budget SIZE, --ctx N,
+ *              --tokens N per request, --repeat R runs each, medians)
  */
 import { benchActivations, renderActivationsBench } from './activations.js';
 import { benchConvert, renderConvertBench } from './convert.js';
@@ -18,6 +20,8 @@ import { benchKernels, renderKernelBench } from './kernels.js';
 import { benchLayers, renderLayerBench } from './layers.js';
 import { benchPages, renderPageBench } from './pages.js';
 import { benchServer, renderServerBench } from './server.js';
+import { benchServerClients, clientsJson, renderClientsBench } from './server-clients.js';
+import { parseSize } from '../util/size.js';
 import { benchTokenizer, renderTokenizerBench } from './tokenizer.js';
 import { DEMO_MODEL } from '../store/names.js';
 import type { Activations } from '../kernels/types.js';
@@ -27,7 +31,7 @@ const what = args.find((a) => !a.startsWith('-')) ?? 'kernels';
 const json = args.includes('--json');
 const quick = args.includes('--quick');
 const valueOf = (flag: string): string | undefined => (args.includes(flag) ? args[args.indexOf(flag) + 1] : undefined);
-const positional = args.filter((a, i) => !a.startsWith('-') && !(i > 0 && args[i - 1].startsWith('--') && ['--shape', '--activations', '--text', '--ctx', '--windows'].includes(args[i - 1])));
+const positional = args.filter((a, i) => !a.startsWith('-') && !(i > 0 && args[i - 1].startsWith('--') && ['--shape', '--activations', '--text', '--ctx', '--windows', '--clients', '--budget', '--tokens', '--repeat'].includes(args[i - 1])));
 
 if (what === 'kernels') {
   const r = await benchKernels({ quick, log: (s) => process.stderr.write(`${s}\n`) });
@@ -55,6 +59,20 @@ if (what === 'kernels') {
 } else if (what === 'tokenizer') {
   const r = benchTokenizer();
   process.stdout.write(json ? JSON.stringify(r, null, 2) + '\n' : renderTokenizerBench(r));
+} else if (what === 'server' && valueOf('--clients')) {
+  const clients = valueOf('--clients')!.split(',').map(Number);
+  if (!clients.every((n) => Number.isInteger(n) && n >= 1 && n <= 64)) throw new Error('--clients takes counts from 1 to 64, e.g. 1,2,4,8');
+  const budget = valueOf('--budget');
+  const r = await benchServerClients({
+    model: positional[1] ?? DEMO_MODEL,
+    clients,
+    tokens: valueOf('--tokens') ? Number(valueOf('--tokens')) : undefined,
+    repeat: valueOf('--repeat') ? Number(valueOf('--repeat')) : undefined,
+    budget: budget ? parseSize(budget, undefined, '--budget') : undefined,
+    open: valueOf('--ctx') ? { maxContext: Number(valueOf('--ctx')) } : undefined,
+    log: (s) => process.stderr.write(`${s}\n`),
+  });
+  process.stdout.write(json ? JSON.stringify(clientsJson(r), null, 2) + '\n' : renderClientsBench(r));
 } else if (what === 'server') {
   const r = await benchServer({ model: args.filter((a) => !a.startsWith('-'))[1] ?? DEMO_MODEL, log: (s) => process.stderr.write(`${s}\n`) });
   process.stdout.write(json ? JSON.stringify(r, null, 2) + '\n' : renderServerBench(r));
