@@ -4,11 +4,12 @@
  * slot.
  */
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import * as path from 'node:path';
 import { describe, it } from 'node:test';
 import OpenAI from 'openai';
 import { startServer } from '../src/server/server.js';
-import { ROOT } from './helpers.js';
+import { BIN, ROOT } from './helpers.js';
 
 const DEMO = path.join(ROOT, 'models/demo');
 const user = (content: string): OpenAI.ChatCompletionMessageParam[] => [{ role: 'user', content }];
@@ -110,5 +111,21 @@ describe('waste serve --parallel', () => {
     } finally {
       await server.close();
     }
+  });
+});
+
+describe('waste plan --parallel', () => {
+  it("counts a session's state for each request decoding at once", () => {
+    const plan = (...args: string[]) => {
+      const r = spawnSync(process.execPath, [BIN, 'plan', '--json', ...args], { encoding: 'utf8' });
+      assert.equal(r.status, 0, r.stderr);
+      return JSON.parse(r.stdout);
+    };
+    const one = plan();
+    const three = plan('--parallel', '3');
+    assert.equal(three.sessions, 3);
+    assert.equal(three.parallel, 3);
+    assert.equal(three.state_bytes, 3 * one.state_bytes);
+    assert.ok(three.floor_bytes > one.floor_bytes);
   });
 });

@@ -18,7 +18,7 @@ export interface ClientsRow {
   ttft_s: number;
   /** Time to first text of one more request sent once the clients are all decoding (queued behind them without batching). */
   join_ttft_s: number;
-  /** Expert bytes read from disk ÷ tokens generated. */
+  /** Expert bytes read from disk (prompts included, the joining request's too) ÷ tokens generated. */
   expert_bytes_per_token: number;
   tokens: number;
   /** Forward passes the engine ran for them, and tokens per pass (prompt tokens included): how well they shared. */
@@ -121,8 +121,9 @@ export async function benchServerClients(opts: { model: string; clients: number[
             if (++seen[i] === 4 && ++started === n) joined = streamOne(server.url, PROMPTS[(n + 3) % PROMPTS.length], 1);
           };
           const t = await Promise.all(Array.from({ length: n }, (_, i) => streamOne(server.url, PROMPTS[i % PROMPTS.length], T, onText(i))));
-          const read = m.stats().bytesRead - before;
+          // the joining request's prompt is read in both modes (after the others, without batching)
           const j = joined ? await joined : undefined;
+          const read = m.stats().bytesRead - before;
           m.observeRoutes(undefined);
           const tokens = t.reduce((s, x) => s + x.tokens, 0);
           const wall = (Math.max(...t.map((x) => x.end)) - Math.min(...t.map((x) => x.sent))) / 1000;
