@@ -16,7 +16,7 @@ export interface ClientsRow {
   per_request_tok_s: number;
   /** Mean time from sending to the first piece of text, for clients that start together. */
   ttft_s: number;
-  /** Time to first text of one more request sent once the clients are all decoding (queued behind them without batching). */
+  /** Time to first text of one more request sent once the clients are all decoding (a second round; with batching only). */
   join_ttft_s: number;
   /** Expert bytes read from disk (prompts included, the joining request's too) ÷ tokens generated. */
   expert_bytes_per_token: number;
@@ -113,18 +113,22 @@ export async function benchServerClients(opts: { model: string; clients: number[
           m.observeRoutes((L, _r, rowsIn) => {
             if (L === firstMoe) passes++, (fed += rowsIn);
           });
-          let started = 0;
-          let joined: Promise<Timing> | undefined;
-          const seen = new Array(n).fill(0);
-          // the joining request goes out once every client has had four pieces of text
-          const onText = (i: number) => () => {
-            if (++seen[i] === 4 && ++started === n) joined = streamOne(server.url, PROMPTS[(n + 3) % PROMPTS.length], 1);
-          };
-          const t = await Promise.all(Array.from({ length: n }, (_, i) => streamOne(server.url, PROMPTS[i % PROMPTS.length], T, onText(i))));
-          // the joining request's prompt is read in both modes (after the others, without batching)
-          const j = joined ? await joined : undefined;
+          const t = await Promise.all(Array.from({ length: n }, (_, i) => streamOne(server.url, PROMPTS[i % PROMPTS.length], T)));
           const read = m.stats().bytesRead - before;
           m.observeRoutes(undefined);
+          // then the same again with one more request joining once every client has had four
+          // pieces of text (only with batching: without, it waits for all of them in the queue)
+          let j: Timing | undefined;
+          if (batching) {
+            let started = 0;
+            let joined: Promise<Timing> | undefined;
+            const seen = new Array(n).fill(0);
+            const onText = (i: number) => () => {
+              if (++seen[i] === 4 && ++started === n) joined = streamOne(server.url, PROMPTS[(n + 3) % PROMPTS.length], 1);
+            };
+            await Promise.all(Array.from({ length: n }, (_, i) => streamOne(server.url, PROMPTS[(i + 1) % PROMPTS.length], T, onText(i))));
+            j = joined ? await joined : undefined;
+          }
           const tokens = t.reduce((s, x) => s + x.tokens, 0);
           const wall = (Math.max(...t.map((x) => x.end)) - Math.min(...t.map((x) => x.sent))) / 1000;
           const row: ClientsRow = {
