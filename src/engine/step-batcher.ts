@@ -59,11 +59,6 @@ export class StepBatcher {
     });
   }
 
-  /** Sessions in the pass running or waiting for one. */
-  get pending(): number {
-    return this.waiting.length;
-  }
-
   /** Refuse new work and resolve once what was asked for has run. */
   close(): Promise<void> {
     this.closed = true;
