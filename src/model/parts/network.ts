@@ -163,13 +163,15 @@ export abstract class KimiNetwork<C extends KimiFamilyConfig, Layer> implements 
       s = this.carry(s, this.weights.headArena, T);
       const t0 = this.profile ? performance.now() : 0;
       const x = this.final(T, s);
+      const need: number[] = [];
       for (let t = 0; t < T; t++) {
-        const j = rowEntry[r0 + t];
-        const i = rowIndex[r0 + t];
-        const e = entries[j];
-        if (e.allLogits) out[j].set(this.head(x, t, s), i * vocab);
-        else if (i === e.tokens.length - 1) out[j].set(this.head(x, t, s));
+        const e = entries[rowEntry[r0 + t]];
+        if (e.allLogits || rowIndex[r0 + t] === e.tokens.length - 1) need.push(t);
       }
+      this.headRows(x, need, s, (t, row) => {
+        const j = rowEntry[r0 + t];
+        out[j].set(row, entries[j].allLogits ? rowIndex[r0 + t] * vocab : 0);
+      });
       if (this.profile) this.profile.head = (this.profile.head ?? 0) + performance.now() - t0;
     }
     return out;
@@ -197,6 +199,27 @@ export abstract class KimiNetwork<C extends KimiFamilyConfig, Layer> implements 
   /** What a chunk carries from one arena to the next: [from, to, floats]. */
   protected carried(from: Scratch, to: Scratch, T: number): [Float32Array, Float32Array, number][] {
     return [[from.x, to.x, T * this.cfg.hidden]];
+  }
+
+  /**
+   * The logits of rows `rows` of `x`, each handed to `put` (valid during the call). The head's
+   * matrix, the largest of all, is read once for as many rows as the experts' output buffer holds
+   * (free once the layers are done); a row's arithmetic is the same as alone.
+   */
+  private headRows(x: Float32Array, rows: readonly number[], s: Scratch, put: (t: number, logits: Float32Array) => void): void {
+    const { hidden: H, vocab: V, eps } = this.cfg;
+    const room = Math.floor(s.expertOut.length / V);
+    if (rows.length < 2 || room < 2) {
+      for (const t of rows) put(t, this.head(x, t, s));
+      return;
+    }
+    for (let a = 0; a < rows.length; a += room) {
+      const k = Math.min(room, rows.length - a);
+      // [k][hidden] the rows normed, then [k][vocab] their logits
+      for (let q = 0; q < k; q++) this.kernels.rmsnorm(x, this.weights.finalNorm, eps, s.norm, H, rows[a + q] * H, q * H);
+      this.kernels.matmul(this.weights.lmHead, s.norm, s.expertOut, k);
+      for (let q = 0; q < k; q++) put(rows[a + q], s.expertOut.subarray(q * V, (q + 1) * V));
+    }
   }
 
   private head(x: Float32Array, t: number, s: Scratch): Float32Array {
