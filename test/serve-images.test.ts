@@ -146,6 +146,7 @@ describe('waste serve takes images', () => {
     assert.deepEqual(kept.fresh, [5, 6]);
     assert.deepEqual(kept.images, [], 'the image was fed with the first turn');
     kept.session.reset();
+    kept.done();
   });
 
   it("Anthropic's image blocks, and count_tokens counting the image's rows as the turn feeds them", async () => {

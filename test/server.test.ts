@@ -301,7 +301,9 @@ describe('waste serve: the OpenAI-compatible API on the demo model', () => {
   });
 
   it('--sessions keeps conversations apart: each continues where it left off, with the same replies', async () => {
-    const two = await startServer({ model: DEMO, port: 0, sessions: 2, log: false });
+    const two = await startServer({ model: DEMO, port: 0, sessions: 2, parallel: 2, log: false });
+    // one request at a time keeps one session (each request decoding at once needs one of its own)
+    const single = await startServer({ model: DEMO, port: 0, parallel: 1, log: false });
     try {
       const both = new OpenAI({ baseURL: `${two.url}/v1`, apiKey: 'unused', maxRetries: 0 });
       const ask = (c: OpenAI, messages: OpenAI.ChatCompletionMessageParam[]) => c.chat.completions.create({ model: 'demo', messages, max_tokens: 12, temperature: 0 });
@@ -313,7 +315,7 @@ describe('waste serve: the OpenAI-compatible API on the demo model', () => {
         return { a1, a2, b1, b2 };
       };
       const kept = await go(both);
-      const one = await go(client);
+      const one = await go(new OpenAI({ baseURL: `${single.url}/v1`, apiKey: 'unused', maxRetries: 0 }));
       // two sessions: the second turn of each conversation feeds only what is new
       assert.ok(kept.a2.usage!.prompt_tokens_details!.cached_tokens! >= kept.a1.usage!.prompt_tokens, JSON.stringify(kept.a2.usage));
       assert.ok(kept.b2.usage!.prompt_tokens_details!.cached_tokens! >= kept.b1.usage!.prompt_tokens, JSON.stringify(kept.b2.usage));
@@ -327,6 +329,7 @@ describe('waste serve: the OpenAI-compatible API on the demo model', () => {
       assert.ok(h.sessions.tokens.every((t: number) => t > kept.a1.usage!.prompt_tokens), JSON.stringify(h.sessions));
     } finally {
       await two.close();
+      await single.close();
     }
   });
 
@@ -808,7 +811,7 @@ describe('waste serve: the OpenAI-compatible API on the demo model', () => {
 
 describe('waste serve: limits and keys', () => {
   it('answers 429 with Retry-After when the queue is full', async () => {
-    const server = await startServer({ model: DEMO, port: 0, queueLimit: 0, log: false });
+    const server = await startServer({ model: DEMO, port: 0, queueLimit: 0, parallel: 1, log: false });
     try {
       // hold the engine as a long turn would
       const release = await server.host.queue.acquire('someone else');

@@ -10,6 +10,8 @@
  *   convert    conversion throughput on Kimi-Linear shapes (--shape k3: K3's, MXFP4 experts), projected onto the full model
  *   tokenizer  encoding 1 MB of multilingual text, next to the tiktoken package
  *   server     one reply through the library, HTTP JSON and HTTP SSE; free vs schema-enforced decode
+ *              (--clients 1,2,4,8: that many clients at once, batching on and off; MODEL, --budget SIZE, --ctx N,
+ *              --tokens N per request, --repeat R runs each, medians)
  *   relaxed    relaxed-SIMD instructions against their defined answers, under each of V8's compilers
  *   lookahead  MODEL: decode streamed with each lookahead depth in turn (--depths 0,1,2 --rounds 3 --tokens N --prompt-tokens N
  *              --cache-slots N --lookahead K --trace FILE --inputs greedy): speed, stalls, bytes wasted, guess precision/recall
@@ -28,6 +30,8 @@ import { benchWarm, renderWarmBench } from './warm.js';
 import { benchPages, renderPageBench } from './pages.js';
 import { benchRelaxed, renderRelaxedBench } from './relaxed.js';
 import { benchServer, renderServerBench } from './server.js';
+import { benchServerClients, clientsJson, renderClientsBench } from './server-clients.js';
+import { parseSize } from '../util/size.js';
 import { benchTokenizer, renderTokenizerBench } from './tokenizer.js';
 import { DEMO_MODEL } from '../store/names.js';
 import type { Activations } from '../kernels/types.js';
@@ -38,7 +42,7 @@ const what = args.find((a) => !a.startsWith('-')) ?? 'kernels';
 const json = args.includes('--json');
 const quick = args.includes('--quick');
 const valueOf = (flag: string): string | undefined => (args.includes(flag) ? args[args.indexOf(flag) + 1] : undefined);
-const positional = args.filter((a, i) => !a.startsWith('-') && !(i > 0 && args[i - 1].startsWith('--') && ['--shape', '--activations', '--text', '--ctx', '--windows', '--depths', '--rounds', '--tokens', '--cache-slots', '--lookahead', '--trace', '--inputs', '--budget', '--guesses', '--prompt-tokens'].includes(args[i - 1])));
+const positional = args.filter((a, i) => !a.startsWith('-') && !(i > 0 && args[i - 1].startsWith('--') && ['--shape', '--activations', '--text', '--ctx', '--windows', '--depths', '--rounds', '--tokens', '--cache-slots', '--lookahead', '--trace', '--inputs', '--budget', '--guesses', '--prompt-tokens', '--clients', '--repeat'].includes(args[i - 1])));
 
 if (what === 'kernels') {
   const r = await benchKernels({ quick, log: (s) => process.stderr.write(`${s}\n`) });
@@ -66,6 +70,20 @@ if (what === 'kernels') {
 } else if (what === 'tokenizer') {
   const r = benchTokenizer();
   process.stdout.write(json ? JSON.stringify(r, null, 2) + '\n' : renderTokenizerBench(r));
+} else if (what === 'server' && valueOf('--clients')) {
+  const clients = valueOf('--clients')!.split(',').map(Number);
+  if (!clients.every((n) => Number.isInteger(n) && n >= 1 && n <= 64)) throw new Error('--clients takes counts from 1 to 64, e.g. 1,2,4,8');
+  const budget = valueOf('--budget');
+  const r = await benchServerClients({
+    model: positional[1] ?? DEMO_MODEL,
+    clients,
+    tokens: valueOf('--tokens') ? Number(valueOf('--tokens')) : undefined,
+    repeat: valueOf('--repeat') ? Number(valueOf('--repeat')) : undefined,
+    budget: budget ? parseSize(budget, undefined, '--budget') : undefined,
+    open: valueOf('--ctx') ? { maxContext: Number(valueOf('--ctx')) } : undefined,
+    log: (s) => process.stderr.write(`${s}\n`),
+  });
+  process.stdout.write(json ? JSON.stringify(clientsJson(r), null, 2) + '\n' : renderClientsBench(r));
 } else if (what === 'server') {
   const r = await benchServer({ model: args.filter((a) => !a.startsWith('-'))[1] ?? DEMO_MODEL, log: (s) => process.stderr.write(`${s}\n`) });
   process.stdout.write(json ? JSON.stringify(r, null, 2) + '\n' : renderServerBench(r));

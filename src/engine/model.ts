@@ -29,6 +29,7 @@ import type { MemoryPlan } from './plan.js';
 import type { CacheResize, ElasticCache } from './elastic-cache.js';
 import { POLL_MS } from '../memory/pressure.js';
 import { Session, type SessionHost } from './session.js';
+import { StepBatcher } from './step-batcher.js';
 
 export type { OpenOptions };
 export { USAGE_FILE };
@@ -103,6 +104,7 @@ export class Model implements SessionHost {
   private tower: VisionTower | undefined;
   private towerError: unknown;
   private readonly imageCache = new Map<string, ImageRows>();
+  private readonly batcher: StepBatcher;
 
   private constructor(p: ModelParts) {
     this.dir = p.dir;
@@ -132,6 +134,7 @@ export class Model implements SessionHost {
       }, POLL_MS);
       this.pollTimer.unref();
     }
+    this.batcher = new StepBatcher(p.net, (fn) => this.exclusive(fn), p.net.chunk);
   }
 
   /** The model's image preprocessing and placeholder, when it takes images (a vision tower, and room for it). */
@@ -268,6 +271,11 @@ export class Model implements SessionHost {
     return run;
   }
 
+  /** @internal the next batched forward pass: every session's tokens waiting then run together. */
+  step(state: SequenceState, ids: readonly number[], allLogits: boolean, check: () => void): Promise<Float32Array> {
+    return this.batcher.run(state, ids, allLogits, check);
+  }
+
   /** The model's tokenizer (loaded on first use); a clear error when the directory has none. */
   tokenizer(): Tokenizer {
     if (this.tok === undefined) this.tok = loadTokenizer(this.dir, { modelVocab: this.config.vocab }) ?? null;
@@ -357,6 +365,7 @@ export class Model implements SessionHost {
     this.closed = true;
     if (this.pollTimer) clearInterval(this.pollTimer);
     // after the last forward pass asked for (a session still generating finishes its step first)
+    await this.batcher.close();
     await this.running;
     await this.release_();
   }

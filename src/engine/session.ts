@@ -22,6 +22,11 @@ export interface SessionHost {
   release(state: SequenceState): void;
   /** Run one forward pass at a time: sessions share the model's scratch memory. */
   exclusive<T>(fn: () => Promise<T>): Promise<T>;
+  /**
+   * Run `ids` on `state` in the model's next batched pass (with every other session's tokens
+   * waiting then); `check` throws when the session may no longer run.
+   */
+  step(state: SequenceState, ids: readonly number[], allLogits: boolean, check: () => void): Promise<Float32Array>;
   /** The model's images, when it can take them. */
   readonly vision: VisionSpec | undefined;
 }
@@ -143,11 +148,17 @@ export class Session {
   }
 
   private async run(ids: number[], allLogits: boolean, media: MediaRows | undefined, keys: (string | undefined)[] | undefined): Promise<Float32Array> {
-    const logits = await this.host.exclusive(() => {
-      // checked when its turn comes: a session closed while it waited has given its state away
+    // checked when its turn comes: a session closed while it waited has given its state away
+    const open = () => {
       if (this.released) throw new WasteError('E_STATE', 'the session has been closed');
-      return this.host.net.forward(this.state, ids, { allLogits, media });
-    });
+    };
+    // a prompt with images runs alone, as it always did; everything else joins the model's batched passes
+    const logits = media
+      ? await this.host.exclusive(() => {
+          open();
+          return this.host.net.forward(this.state, ids, { allLogits, media });
+        })
+      : await this.host.step(this.state, ids, allLogits, open);
     for (let i = 0; i < ids.length; i++) {
       this.tokens.push(ids[i]);
       this.media.push(keys?.[i]);

@@ -102,6 +102,15 @@ export interface ForwardOptions {
   media?: MediaRows;
 }
 
+/** One sequence's part in a batched step (Network.forwardBatch). */
+export interface BatchEntry {
+  state: SequenceState;
+  /** Its next tokens (one, for a decode step). */
+  tokens: ArrayLike<number>;
+  /** Return the logits of every one of its tokens instead of only the last. */
+  allLogits?: boolean;
+}
+
 /** Image rows waiting for their placeholders in a prompt. */
 export interface MediaRows {
   token: number;
@@ -126,6 +135,12 @@ export interface Network {
   newState(maxContext: number): SequenceState;
   /** Run `tokens` from `state.pos`, advancing the state; the logits after the last (or every) token. */
   forward(state: SequenceState, tokens: ArrayLike<number>, opts?: ForwardOptions): Promise<Float32Array>;
+  /**
+   * Several sequences (each at most once) advanced together, their tokens the rows of shared
+   * chunks: each weight and expert read once for all. Each entry's logits are bit-identical to
+   * what forward() gives it alone. Checked whole before anything runs.
+   */
+  forwardBatch(entries: readonly BatchEntry[]): Promise<Float32Array[]>;
   /** A saved session: the state and history as bytes, and back (checked before anything changes). */
   encodeState(state: SequenceState, history: readonly number[], logits: Float32Array | undefined, meta: Uint8Array, identity: Uint8Array): Uint8Array;
   decodeState(

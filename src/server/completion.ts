@@ -138,6 +138,8 @@ export async function* runCompletion(host: Host, prep: PreparedCompletion, signa
   } catch (e) {
     picked?.session.reset();
     throw e;
+  } finally {
+    picked?.done();
   }
   const after = model.stats();
   const finish = aborted || result?.finish === 'aborted' ? 'aborted' : result?.finish === 'stop' ? 'stop' : 'length';

@@ -102,22 +102,25 @@ export interface HostOptions {
   maxTokens: number;
   /** Requests that may wait for the engine; more get 429. */
   queueLimit: number;
-  /** Conversations kept at once, each in its own session (default 1); the model must have room for them. */
+  /** Conversations kept at once, each in its own session (default 1, at least `parallel`); the model must have room for them. */
   sessions?: number;
+  /** Turns that run at once, their decode steps batched (default 1). */
+  parallel?: number;
   /** How image parts are taken (sizes, URLs). */
   images?: ImageOptions;
 }
 
 /**
- * The engine behind the HTTP routes: one model, one session, requests taking turns through a fair
- * queue. Each turn renders the conversation in the model's chat template; when the session has
+ * The engine behind the HTTP routes: one model, its sessions, requests taking turns through a fair
+ * queue, up to `parallel` at once (each on a session of its own, their steps batched by the
+ * engine). Each turn renders the conversation in the model's chat template; when the session has
  * already consumed a prefix of it (the conversation so far), only the rest is fed — the logits are
  * the same either way, so this changes speed, never the answer.
  */
 export class Host {
   readonly queue: FairQueue;
-  /** The sessions, with when each was last used (a clock of turns). */
-  private pool: { session: Session; used: number }[] = [];
+  /** The sessions, with when each was last used (a clock of turns) and whether a turn runs on it. */
+  private pool: { session: Session; used: number; busy: boolean }[] = [];
   private clock = 0;
   private vocabCache: TokenVocab | undefined;
   readonly started = Date.now();
@@ -127,7 +130,7 @@ export class Host {
     readonly model: Model,
     readonly opts: HostOptions,
   ) {
-    this.queue = new FairQueue(opts.queueLimit);
+    this.queue = new FairQueue(opts.queueLimit, opts.parallel ?? 1);
     this.images = new ServerImages(model, opts.images);
   }
 
@@ -137,21 +140,32 @@ export class Host {
    * where it left off; else a new session while there is room for one, else the least recently
    * used, started over. The logits are the same either way: this changes speed, never the answer.
    * With `images` (those of `ids`), a history is kept only where the same images sit, and the
-   * images still to feed come back.
+   * images still to feed come back. A session another turn is running on is never picked; the
+   * one picked is the caller's until it calls `done`.
    */
-  sessionFor(ids: readonly number[], minNew: number, images: readonly ImageRows[] = []): { session: Session; fresh: number[]; images: ImageRows[] } {
+  sessionFor(ids: readonly number[], minNew: number, images: readonly ImageRows[] = []): { session: Session; fresh: number[]; images: ImageRows[]; done: () => void } {
     let pick = this.continuing(ids, minNew, images);
-    if (!pick && this.pool.length < (this.opts.sessions ?? 1)) this.pool.push((pick = { session: this.model.newSession(), used: 0 }));
-    pick ??= this.pool.reduce((a, b) => (b.used < a.used ? b : a));
-    pick.used = ++this.clock;
-    const r = pick.session.resume(ids, minNew, images);
-    return { session: pick.session, fresh: r.fresh, images: r.images };
+    if (!pick && this.pool.length < this.maxSessions) this.pool.push((pick = { session: this.model.newSession(), used: 0, busy: false }));
+    const idle = this.pool.filter((p) => !p.busy);
+    // the queue lets at most `parallel` turns run, and there are at least that many sessions
+    if (!pick && !idle.length) throw new Error('every session is in use');
+    pick ??= idle.reduce((a, b) => (b.used < a.used ? b : a));
+    const p = pick;
+    p.used = ++this.clock;
+    p.busy = true;
+    const r = p.session.resume(ids, minNew, images);
+    return { session: p.session, fresh: r.fresh, images: r.images, done: () => (p.busy = false) };
   }
 
-  /** The kept session with the longest history that `ids` extends by at least `minNew` tokens. */
+  /** Sessions kept: at least one per turn that may run at once. */
+  private get maxSessions(): number {
+    return Math.max(this.opts.sessions ?? 1, this.opts.parallel ?? 1);
+  }
+
+  /** The idle kept session with the longest history that `ids` extends by at least `minNew` tokens. */
   private continuing(ids: readonly number[], minNew: number, images: readonly ImageRows[]): (typeof this.pool)[number] | undefined {
     let pick: (typeof this.pool)[number] | undefined;
-    for (const p of this.pool) if (p.session.continues(ids, minNew, images) && (!pick || p.session.position > pick.session.position)) pick = p;
+    for (const p of this.pool) if (!p.busy && p.session.continues(ids, minNew, images) && (!pick || p.session.position > pick.session.position)) pick = p;
     return pick;
   }
 
@@ -162,7 +176,7 @@ export class Host {
 
   /** How many sessions are kept (of at most `sessions`) and the tokens each holds. */
   sessionStats(): { max: number; kept: number; tokens: number[] } {
-    return { max: this.opts.sessions ?? 1, kept: this.pool.length, tokens: this.pool.map((p) => p.session.position) };
+    return { max: this.maxSessions, kept: this.pool.length, tokens: this.pool.map((p) => p.session.position) };
   }
 
   get contextLength(): number {
@@ -268,7 +282,18 @@ export class Host {
     const format = this.model.chatFormat();
     const tok = this.model.tokenizer();
     // at least one new token: the reply needs the logits after the last prompt token
-    const { session, fresh, images } = this.sessionFor(ids, 1, turn.images);
+    const { session, fresh, images, done } = this.sessionFor(ids, 1, turn.images);
+    try {
+      return yield* this.turnOn(turn, signal, session, fresh, images);
+    } finally {
+      done();
+    }
+  }
+
+  private async *turnOn(turn: PreparedTurn, signal: AbortSignal, session: Session, fresh: number[], images: ImageRows[]): AsyncGenerator<TurnEvent, TurnResult> {
+    const { req, ids, maxTokens, constraint, endTokens } = turn;
+    const format = this.model.chatFormat();
+    const tok = this.model.tokenizer();
     const endId = tok.specialId(format.assistantEnd);
     const prompt = ids.slice(0, ids.length - turn.forcedIds);
     const reader = replyReader(format, tok, prompt, { tools: turn.toolsOffered });

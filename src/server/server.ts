@@ -8,6 +8,7 @@ import { bodyLimit } from 'hono/body-limit';
 import { type OpenOptions, Model } from '../engine/model.js';
 import { ApiError, anthropicErrorBody, asApiError, badRequest, openaiErrorBody } from './errors.js';
 import { Host } from './host.js';
+import { WasteError } from '../util/errors.js';
 import type { ImageOptions } from './images.js';
 import { anthropicRoutes } from './anthropic.js';
 import { completionRoutes } from './completions.js';
@@ -32,8 +33,13 @@ export interface ServerOptions {
   maxTokens?: number;
   /** Requests that may wait for the engine before 429 (default 16). */
   queueLimit?: number;
-  /** Conversations kept at once, each in its own session (default 1); reserved when the model opens. */
+  /** Conversations kept at once, each in its own session (default 1, at least `parallel`); reserved when the model opens. */
   sessions?: number;
+  /**
+   * Requests that decode together, their steps batched (default: as many as the budget holds the
+   * state of, up to 4); each has a session of its own, reserved when the model opens.
+   */
+  parallel?: number;
   /** Largest request body in bytes (default 8 MiB); an image sent inline is part of it. */
   maxBodyBytes?: number;
   /** How image parts are taken: their size, and whether http(s) image URLs are fetched. */
@@ -178,7 +184,7 @@ export function createApp(host: Host, opts: Pick<ServerOptions, 'apiKey' | 'maxB
       uptime_s: Math.round((Date.now() - host.started) / 1000),
       budget_bytes: s.budgetBytes,
       context_length: host.contextLength,
-      queue: { running: host.queue.running, waiting: host.queue.queued },
+      queue: { running: host.queue.running, waiting: host.queue.queued, active: host.queue.active, parallel: host.queue.slots },
       sessions: host.sessionStats(),
       images: imageStats(host),
       cache: {
@@ -222,15 +228,37 @@ export function modelIdOf(dir: string): string {
   return path.basename(path.resolve(dir)).replace(/\.waste$/, '') || 'model';
 }
 
+/** The most requests the default `parallel` decodes together. */
+export const DEFAULT_PARALLEL = 4;
+
+/**
+ * Open the model with a session's state reserved for each request decoding at once: `parallel`
+ * as asked, or by default the most (up to DEFAULT_PARALLEL) whose states the budget holds beside
+ * the floor — fewer when a budget near the floor has no room for more.
+ */
+async function openForParallel(dir: string, open: OpenOptions, kept: number, parallel: number | undefined): Promise<{ model: Model; parallel: number }> {
+  if (parallel !== undefined) return { model: await Model.open(dir, { ...open, sessions: Math.max(kept, parallel) }), parallel };
+  for (let n = DEFAULT_PARALLEL; ; n = Math.floor(n / 2)) {
+    try {
+      return { model: await Model.open(dir, { ...open, sessions: Math.max(kept, n) }), parallel: n };
+    } catch (e) {
+      // refused before anything loads: the budget (or the machine) has no room for n states
+      if (n > 1 && e instanceof WasteError && e.code === 'E_ARG' && /floor/.test(e.message)) continue;
+      throw e;
+    }
+  }
+}
+
 /** Open the model and serve it; resolves once the server is listening. */
 export async function startServer(opts: ServerOptions): Promise<RunningServer> {
-  const sessions = opts.sessions ?? opts.open?.sessions ?? 1;
+  const kept = opts.sessions ?? opts.open?.sessions ?? 1;
   requireTokenizerFiles(opts.model);
-  const model = await Model.open(opts.model, { ...opts.open, sessions });
+  const { model, parallel } = await openForParallel(opts.model, opts.open ?? {}, kept, opts.parallel);
+  const sessions = Math.max(kept, parallel);
   model.tokenizer(); // a model without a tokenizer cannot chat: say so now, not on the first request
   let host: Host;
   try {
-    host = new Host(model, { id: opts.modelId ?? modelIdOf(opts.model), maxTokens: opts.maxTokens ?? 4096, queueLimit: opts.queueLimit ?? 16, sessions, images: opts.images });
+    host = new Host(model, { id: opts.modelId ?? modelIdOf(opts.model), maxTokens: opts.maxTokens ?? 4096, queueLimit: opts.queueLimit ?? 16, sessions, parallel, images: opts.images });
   } catch (e) {
     await model.close();
     throw e;
@@ -257,8 +285,8 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
         server.close(() => resolve());
         (server as unknown as { closeAllConnections?: () => void }).closeAllConnections?.();
       });
-      // the connections are gone, so a running turn stops within a token: wait for it
-      const release = await host.queue.acquire('shutdown');
+      // the connections are gone, so a running turn stops within a token: wait for them all
+      const release = await host.queue.drain('shutdown');
       release();
       await host.close();
     },

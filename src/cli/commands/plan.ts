@@ -20,18 +20,19 @@ export function registerPlan(program: Command): void {
     .option('--threads <n>', 'compute threads (scratch is per thread)', intArg(...OPTION_BOUNDS.threads))
     .option('--chunk <n>', 'prefill chunk the plan reserves scratch for (as --chunk when opening)', intArg(...OPTION_BOUNDS.chunk), DEFAULT_CHUNK)
     .option('--sessions <n>', 'sessions the plan reserves state for (waste serve --sessions)', intArg(...OPTION_BOUNDS.sessions), 1)
+    .option('--parallel <n>', 'requests decoding at once (waste serve --parallel): a session\'s state each, reserved as --sessions does', intArg(...OPTION_BOUNDS.sessions))
     .option('--vision', "reserve the vision tower's room, as opening a model with one does by default")
     .option('--no-vision', "leave the vision tower's room to the expert cache (waste run/chat/serve --no-vision)")
     .option('--image-patches <n>', 'the most patches one image may become (as when opening)', intArg(...OPTION_BOUNDS.imagePatches))
     .option('--json', 'print JSON', false)
-    .action((model: string | undefined, o: { ctx: number; budget?: string; threads?: number; chunk: number; sessions: number; vision?: boolean; imagePatches?: number; json: boolean }) => {
+    .action((model: string | undefined, o: { ctx: number; budget?: string; threads?: number; chunk: number; sessions: number; parallel?: number; vision?: boolean; imagePatches?: number; json: boolean }) => {
       const dir = modelOrDemo(model);
       const c = openModelContainer(dir);
       try {
         const threads = o.threads ?? cpuCount();
         const arch = architecture(c.config.arch);
         const vision = o.vision !== false ? visionOf(arch, c.dir, { kind: 'container', source: new ContainerSource(c) }, c.config, threads, o.chunk, o.imagePatches) : undefined;
-        const plan = planMemory(c, { maxContext: o.ctx, threads, chunk: o.chunk, sessions: o.sessions, visionBytes: vision?.bytes });
+        const plan = planMemory(c, { maxContext: o.ctx, threads, chunk: o.chunk, sessions: Math.max(o.sessions, o.parallel ?? 1), visionBytes: vision?.bytes });
         // what opening would do with it
         const budget = withinRam(o.budget !== undefined ? parseSize(o.budget, plan.ram.usable, 'budget') : undefined, plan.ram.usable, (m) => process.stderr.write(`waste: warning: ${m}\n`));
         const below = budget !== undefined && budget < plan.floorBytes;
@@ -41,6 +42,7 @@ export function registerPlan(program: Command): void {
         const out = {
           context: plan.maxContext,
           sessions: plan.sessions,
+          parallel: o.parallel ?? null,
           trunk_bytes: plan.trunkBytes,
           vision_bytes: plan.visionBytes,
           state_bytes: plan.stateBytes,

@@ -1,5 +1,5 @@
 import { type Command, Option } from 'commander';
-import { startServer } from '../../server/server.js';
+import { DEFAULT_PARALLEL, startServer } from '../../server/server.js';
 import { intArg } from '../args.js';
 import { modelOrDemo } from '../default-model.js';
 import { type EngineFlags, addEngineOptions, addLearnOption, openOptions } from '../engine-options.js';
@@ -16,6 +16,7 @@ interface ServeFlags extends EngineFlags {
   maxTokens: number;
   queue: number;
   sessions: number;
+  parallel?: number;
   maxBody: string;
   allowImageUrls: boolean;
   maxImageSize: string;
@@ -38,6 +39,7 @@ export function registerServe(program: Command): void {
       .option('--max-tokens <n>', 'most tokens one reply may have (requests asking for more are clipped)', intArg(1, 1 << 24), 4096)
       .option('--queue <n>', 'requests that may wait for the engine; more get 429 Too Many Requests', intArg(0, 100000), 16)
       .option('--sessions <n>', 'conversations kept at once, each continuing where it left off (each reserves its context\'s state in the budget)', intArg(...OPTION_BOUNDS.sessions), 1)
+      .option('--parallel <n>', `requests decoding at once, their steps batched: one read of each weight and expert serves them all (each takes a session's state in the budget; default: as many as the budget holds, up to ${DEFAULT_PARALLEL})`, intArg(...OPTION_BOUNDS.sessions))
       .option('--max-body <size>', 'largest request body (bytes, K, M); images sent inline count in it', '8M')
       .option('--allow-image-urls', 'fetch http(s) image URLs that requests name (any address this machine reaches, local ones too: only for clients you trust)', false)
       .option('--max-image-size <size>', 'largest image, sent inline or fetched (bytes, K, M; at most 64M)', '20M')
@@ -59,13 +61,14 @@ export function registerServe(program: Command): void {
       maxTokens: o.maxTokens,
       queueLimit: o.queue,
       sessions: o.sessions,
+      parallel: o.parallel,
       maxBodyBytes,
       images: { allowUrls: o.allowImageUrls, maxBytes: maxImageBytes, maxPixels: o.maxImagePixels },
       log: o.quiet ? false : undefined,
     });
     const s = server.host.model.stats();
     process.stderr.write(
-      `waste serve: ${server.host.opts.id} (${model}), context ${server.host.contextLength}, budget ${(s.budgetBytes / 1e9).toFixed(2)} GB, expert reads ${s.direct ? 'O_DIRECT' : 'buffered'}\n` +
+      `waste serve: ${server.host.opts.id} (${model}), context ${server.host.contextLength}, ${server.host.queue.slots} at once, budget ${(s.budgetBytes / 1e9).toFixed(2)} GB, expert reads ${s.direct ? 'O_DIRECT' : 'buffered'}\n` +
         `waste serve: listening on ${server.url}  (chat page: ${server.url}/, API: ${server.url}/v1)\n`,
     );
     await new Promise<void>((resolve) => {

@@ -9,7 +9,7 @@ import { mla } from '../parts/mla.js';
 import { lookAhead, moe } from '../parts/moe.js';
 import { KimiNetwork, type TrunkWeights } from '../parts/network.js';
 import type { Scratch } from '../parts/scratch.js';
-import type { KimiState } from '../parts/state.js';
+import type { ChunkRows } from '../parts/rows.js';
 import type { HeadWeights, LayerWeights } from './weights.js';
 
 /** Block summaries a token collects: one per layer that starts a block (L mod block = 0). */
@@ -56,11 +56,11 @@ export class KimiK3Network extends KimiNetwork<KimiConfig, LayerWeights> {
     return out;
   }
 
-  protected async layers(state: KimiState, T: number, s: Scratch): Promise<Scratch> {
+  protected async layers(rows: ChunkRows, T: number, s: Scratch): Promise<Scratch> {
     this.nb = 0;
     for (let L = 0; L < this.cfg.layers; L++) {
       s = this.carry(s, this.weights.layers[L].arena, T);
-      this.layer(state, L, T, s);
+      this.layer(rows, L, T, s);
     }
     return s;
   }
@@ -73,7 +73,7 @@ export class KimiK3Network extends KimiNetwork<KimiConfig, LayerWeights> {
       this.kernels.attnRes(s.blocks.subarray(t * NB * H, (t * NB + this.nb) * H), this.nb, cur.subarray(t * H, (t + 1) * H), w, H, this.cfg.eps, out.subarray(t * H, (t + 1) * H));
   }
 
-  private layer(state: KimiState, L: number, T: number, s: Scratch): void {
+  private layer(rows: ChunkRows, L: number, T: number, s: Scratch): void {
     const { hidden: H, eps, attnResBlock: B } = this.cfg;
     const w = this.weights.layers[L];
     const k = this.kernels;
@@ -93,8 +93,8 @@ export class KimiK3Network extends KimiNetwork<KimiConfig, LayerWeights> {
     }
     let t0 = this.profile ? performance.now() : 0;
     for (let t = 0; t < T; t++) k.rmsnorm(s.x, w.inputNorm, eps, s.norm, H, t * H, t * H);
-    if (w.attn.kind === 'kda') kda(k, this.cfg.kda, eps, w.attn, state.kda[L]!, T, s);
-    else mla(k, this.cfg.mla, eps, w.attn, state.mla[L]!.cache, state.pos, T, s);
+    if (w.attn.kind === 'kda') kda(k, this.cfg.kda, eps, w.attn, rows.kda(L), T, s);
+    else mla(k, this.cfg.mla, eps, w.attn, rows.mla(L), rows.positions(), T, s);
     if (B) {
       if (fresh) s.ps.set(s.out.subarray(0, n));
       else k.add(s.ps, s.out, n);
@@ -105,7 +105,7 @@ export class KimiK3Network extends KimiNetwork<KimiConfig, LayerWeights> {
     if (w.ffn.kind === 'dense') ffn(k, this.act, w.ffn, T, s, s.out);
     else {
       moe(this, L, w.ffn, T, s);
-      if (T === 1) lookAhead(this, L, this.weights.layers, s);
+      if (T === 1 || rows.decode) lookAhead(this, L, this.weights.layers, s, T);
     }
     if (B) {
       k.add(s.ps, s.out, n);

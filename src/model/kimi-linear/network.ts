@@ -10,7 +10,7 @@ import { lookAhead, moe } from '../parts/moe.js';
 import { KimiNetwork, type TrunkWeights } from '../parts/network.js';
 import type { Scratch } from '../parts/scratch.js';
 import { scratchShape } from '../parts/sizes.js';
-import type { KimiState } from '../parts/state.js';
+import type { ChunkRows } from '../parts/rows.js';
 import type { LayerWeights } from './weights.js';
 
 /**
@@ -26,29 +26,29 @@ export class KimiLinearNetwork extends KimiNetwork<KimiConfig, LayerWeights> {
     this.act = cfg.act;
   }
 
-  protected async layers(state: KimiState, T: number, s: Scratch): Promise<Scratch> {
+  protected async layers(rows: ChunkRows, T: number, s: Scratch): Promise<Scratch> {
     for (let L = 0; L < this.cfg.layers; L++) {
       s = this.carry(s, this.weights.layers[L].arena, T);
-      this.layer(state, L, T, s);
+      this.layer(rows, L, T, s);
     }
     return s;
   }
 
-  private layer(state: KimiState, L: number, T: number, s: Scratch): void {
+  private layer(rows: ChunkRows, L: number, T: number, s: Scratch): void {
     const { hidden: H, eps } = this.cfg;
     const w = this.weights.layers[L];
     const k = this.kernels;
     let t0 = this.profile ? performance.now() : 0;
     for (let t = 0; t < T; t++) k.rmsnorm(s.x, w.inputNorm, eps, s.norm, H, t * H, t * H);
-    if (w.attn.kind === 'kda') kda(k, this.cfg.kda, eps, w.attn, state.kda[L]!, T, s);
-    else mla(k, this.cfg.mla, eps, w.attn, state.mla[L]!.cache, state.pos, T, s);
+    if (w.attn.kind === 'kda') kda(k, this.cfg.kda, eps, w.attn, rows.kda(L), T, s);
+    else mla(k, this.cfg.mla, eps, w.attn, rows.mla(L), rows.positions(), T, s);
     k.add(s.x, s.out, T * H);
     t0 = this.tally(w.attn.kind, t0);
     for (let t = 0; t < T; t++) k.rmsnorm(s.x, w.postNorm, eps, s.norm, H, t * H, t * H);
     if (w.ffn.kind === 'dense') ffn(k, this.act, w.ffn, T, s, s.out);
     else {
       moe(this, L, w.ffn, T, s);
-      if (T === 1) lookAhead(this, L, this.weights.layers, s);
+      if (T === 1 || rows.decode) lookAhead(this, L, this.weights.layers, s, T);
     }
     k.add(s.x, s.out, T * H);
     this.tally(w.ffn.kind, t0);

@@ -32,11 +32,18 @@ export interface KdaWeights {
   oProj: Tensor;
 }
 
+/** One sequence's KDA state in one layer: S [H][D][D] and the short convolutions' history. */
+export interface KdaState {
+  S: Float32Array;
+  conv: Float32Array;
+}
+
 /**
  * Kimi Delta Attention over the T normed tokens in `s.norm` (output in `s.out`): short convs, the
- * decay gate, β, L2-normalised q/k, the delta rule, the gated output norm.
+ * decay gate, β, L2-normalised q/k, the delta rule, the gated output norm. `st` is the one
+ * sequence's state, or each row's (a batched step: rows of different sequences).
  */
-export function kda(k: Kernels, c: KdaShape, eps: number, w: KdaWeights, st: { S: Float32Array; conv: Float32Array }, T: number, s: Scratch): void {
+export function kda(k: Kernels, c: KdaShape, eps: number, w: KdaWeights, st: KdaState | readonly KdaState[], T: number, s: Scratch): void {
   const { heads: NH, headDim: D, convKernel: K } = c;
   const C = NH * D;
   // every product of the normed tokens at once (one preparation of them, one dispatch)
@@ -55,8 +62,9 @@ export function kda(k: Kernels, c: KdaShape, eps: number, w: KdaWeights, st: { S
     const g = part(s.g, C);
     const beta = part(s.beta, NH);
     const o = part(s.o, C);
-    k.kdaPrep({ q, k: kk, v, taps: w.conv, ring: st.conv, C, K, g, dtBias: w.dtBias, aLog: w.aLog, beta, H: NH, D, l2eps: L2_EPS, lowerBound: c.gateLowerBound });
-    k.kdaStep(NH, D, q, kk, v, g, beta, st.S, o);
+    const r = 'S' in st ? st : st[t];
+    k.kdaPrep({ q, k: kk, v, taps: w.conv, ring: r.conv, C, K, g, dtBias: w.dtBias, aLog: w.aLog, beta, H: NH, D, l2eps: L2_EPS, lowerBound: c.gateLowerBound });
+    k.kdaStep(NH, D, q, kk, v, g, beta, r.S, o);
     k.kdaOut(o, part(s.gate, C), w.oNorm, NH, D, eps);
   }
   k.matmul(w.oProj, s.o, s.out, T);

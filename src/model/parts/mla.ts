@@ -25,8 +25,10 @@ export interface MlaWeights {
 /**
  * Multi-head latent attention without RoPE over the T normed tokens in `s.norm` (output in
  * `s.out`), caching only the normalised latent and k_pe; kv_b absorbed into the query and output.
+ * One sequence's cache and its first row's position, or each row's (a batched step: rows of
+ * different sequences, each attending over its own cache).
  */
-export function mla(k: Kernels, c: MlaShape, eps: number, w: MlaWeights, cache: Float32Array, pos0: number, T: number, s: Scratch): void {
+export function mla(k: Kernels, c: MlaShape, eps: number, w: MlaWeights, caches: Float32Array | readonly Float32Array[], pos0: number | readonly number[], T: number, s: Scratch): void {
   const { heads: NH, kvLoraRank: kvl, qkNope: nope, qkRope: rope, vHead: vh } = c;
   const qd = nope + rope;
   const latd = kvl + rope;
@@ -43,7 +45,8 @@ export function mla(k: Kernels, c: MlaShape, eps: number, w: MlaWeights, cache: 
     k.matmul(w.q.b, s.qa, s.q, T);
   }
   for (let t = 0; t < T; t++) {
-    const pos = pos0 + t;
+    const pos = typeof pos0 === 'number' ? pos0 + t : pos0[t];
+    const cache = caches instanceof Float32Array ? caches : caches[t];
     const ckv = s.kv.subarray(t * latd, (t + 1) * latd);
     // The C engine and vLLM normalise the latent with the model's rms_norm_eps; HF's default is 1e-6.
     k.rmsnorm(ckv, w.kvNorm, eps, cache, kvl, 0, pos * latd);

@@ -175,25 +175,38 @@ function booksIn(L: number, w: MoeWeights, sx: Scratch): [Float32Array, Float32A
  * Decode: at MoE layer L, guess what the next `store.lookaheadLayers` layers will ask for and name
  * their likeliest experts to the store, which reads them ahead if it has room. Layer L+d's guess
  * applies L+d's router to L's MoE input (in `s.norm`): the only hidden state there is yet. The
- * guesses are ranked by depth (L+1's first), the order the reads should be taken in.
+ * guesses are ranked by depth (L+1's first), the order the reads should be taken in. In a batched
+ * decode step `s.norm` holds one row per sequence: each depth names every row's first choices before
+ * any row's later ones.
  */
-export function lookAhead(h: MoeHost, L: number, layers: readonly { arena: Arena; ffn: { kind: 'dense' } | MoeWeights }[], s: Scratch): void {
+export function lookAhead(h: MoeHost, L: number, layers: readonly { arena: Arena; ffn: { kind: 'dense' } | MoeWeights }[], s: Scratch, T = 1): void {
   const store = h.experts;
   if (!store || store.lookahead <= 0) return;
   for (let d = 1; d <= store.lookaheadLayers; d++) {
     const next = layers[L + d];
     if (!next) return;
-    if (next.ffn.kind === 'moe') guess(h, store, L + d, d, next.ffn, s, h.scratchOf(next.arena));
+    if (next.ffn.kind === 'moe') guess(h, store, L + d, d, next.ffn, s, h.scratchOf(next.arena), T);
   }
 }
 
 /** Layer `layer`'s router on the hidden state in `s.norm`: its top experts, named to the store as a guess `depth` layers ahead. */
-function guess(h: MoeHost, store: ExpertStore, layer: number, depth: number, w: MoeWeights, s: Scratch, sn: Scratch): void {
+function guess(h: MoeHost, store: ExpertStore, layer: number, depth: number, w: MoeWeights, s: Scratch, sn: Scratch, T: number): void {
   const H = h.hidden;
   const E = h.moe.experts;
   const n = Math.min(store.lookahead, E, 64);
-  if (sn !== s) sn.norm.set(s.norm.subarray(0, H));
-  h.kernels.matmul(w.router, sn.norm, sn.router, 1);
-  h.kernels.moeRoute(sn.router.subarray(0, E), w.bias, E, n, sn.lookIds, sn.lookW, false, 1);
-  store.prefetch(layer, [...sn.lookIds.subarray(0, n)], depth);
+  if (sn !== s) sn.norm.set(s.norm.subarray(0, T * H));
+  h.kernels.matmul(w.router, sn.norm, sn.router, T);
+  if (T === 1) {
+    h.kernels.moeRoute(sn.router.subarray(0, E), w.bias, E, n, sn.lookIds, sn.lookW, false, 1);
+    store.prefetch(layer, [...sn.lookIds.subarray(0, n)], depth);
+    return;
+  }
+  const picks: number[][] = [];
+  for (let t = 0; t < T; t++) {
+    h.kernels.moeRoute(sn.router.subarray(t * E, (t + 1) * E), w.bias, E, n, sn.lookIds, sn.lookW, false, 1);
+    picks.push([...sn.lookIds.subarray(0, n)]);
+  }
+  const ids = new Set<number>();
+  for (let j = 0; j < n; j++) for (const p of picks) ids.add(p[j]);
+  store.prefetch(layer, [...ids], depth);
 }

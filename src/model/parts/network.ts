@@ -5,9 +5,10 @@ import type { ModelConfig } from '../../core/model-config.js';
 import type { Kernels, VqGeometry } from '../../kernels/types.js';
 import type { Arena } from '../../memory/arena.js';
 import { WasteError } from '../../util/errors.js';
-import type { ForwardOptions, Network, SequenceState } from '../architecture.js';
+import type { BatchEntry, ForwardOptions, Network, SequenceState } from '../architecture.js';
 import type { Activation } from './ffn.js';
 import type { MoeShape } from './moe.js';
+import { ChunkRows } from './rows.js';
 import { Scratch, type ScratchShape, arenaAllocator } from './scratch.js';
 import { decodeState, encodeState, maxStateBytes } from './state-file.js';
 import { KimiState, type StateGeometry } from './state.js';
@@ -114,7 +115,7 @@ export abstract class KimiNetwork<C extends KimiFamilyConfig, Layer> implements 
         if (media && tokens[c0 + t] === media.token && media.next < media.count) dst.set(media.rows.subarray(media.next * H, ++media.next * H));
         else this.weights.embedRow(tokens[c0 + t], dst);
       }
-      let s = await this.layers(state, T, s0);
+      let s = await this.layers(ChunkRows.of(state), T, s0);
       state.pos += T;
       s = this.carry(s, this.weights.headArena, T);
       const t0 = this.profile ? performance.now() : 0;
@@ -129,8 +130,67 @@ export abstract class KimiNetwork<C extends KimiFamilyConfig, Layer> implements 
     return logits;
   }
 
-  /** Every layer over the chunk's T tokens (embedded in `s.x`); returns the scratch the result is in. */
-  protected abstract layers(state: KimiState, T: number, s: Scratch): Promise<Scratch>;
+  /**
+   * Several sequences advanced together: each entry's tokens (one, for a decode step) run as rows
+   * of the same chunks, entry after entry, so every weight is read once for all of them and each
+   * expert their union routes to is read once. Each row's arithmetic is what it would be alone
+   * (every kernel computes each output row independently of the others), so each sequence's
+   * logits are bit-identical to its own forward(). Returns each entry's logits, as forward would.
+   */
+  async forwardBatch(entries: readonly BatchEntry[]): Promise<Float32Array[]> {
+    const { vocab, hidden: H } = this.cfg;
+    const seen = new Set<SequenceState>();
+    for (const e of entries) {
+      if (seen.has(e.state)) throw new WasteError('E_ARG', 'a batch holds each sequence at most once');
+      seen.add(e.state);
+      const n = e.tokens.length;
+      if (n === 0) throw new WasteError('E_ARG', 'no tokens to run');
+      for (let i = 0; i < n; i++) {
+        const id = e.tokens[i];
+        if (!(Number.isInteger(id) && id >= 0 && id < vocab))
+          throw new WasteError('E_ARG', `token id ${id} is outside the vocabulary (0..${vocab - 1})`);
+      }
+      (e.state as KimiState).reserve(e.state.pos + n);
+    }
+    // [rows] which entry and which of its tokens each row is, and at what position
+    const rowEntry: number[] = [];
+    const rowIndex: number[] = [];
+    const rowPos: number[] = [];
+    entries.forEach((e, j) => {
+      for (let i = 0; i < e.tokens.length; i++) rowEntry.push(j), rowIndex.push(i), rowPos.push(e.state.pos + i);
+    });
+    const out = entries.map((e) => new Float32Array(e.allLogits ? e.tokens.length * vocab : vocab));
+    for (let r0 = 0; r0 < rowEntry.length; r0 += this.chunk) {
+      const T = Math.min(this.chunk, rowEntry.length - r0);
+      const states: KimiState[] = [];
+      const pos = rowPos.slice(r0, r0 + T);
+      const s0 = this.scratchOf(this.weights.layers[0].arena);
+      for (let t = 0; t < T; t++) {
+        const e = entries[rowEntry[r0 + t]];
+        states.push(e.state as KimiState);
+        this.weights.embedRow(e.tokens[rowIndex[r0 + t]], s0.x.subarray(t * H, (t + 1) * H));
+      }
+      let s = await this.layers(ChunkRows.batch(states, pos), T, s0);
+      for (let t = 0; t < T; t++) states[t].pos = pos[t] + 1;
+      s = this.carry(s, this.weights.headArena, T);
+      const t0 = this.profile ? performance.now() : 0;
+      const x = this.final(T, s);
+      const need: number[] = [];
+      for (let t = 0; t < T; t++) {
+        const e = entries[rowEntry[r0 + t]];
+        if (e.allLogits || rowIndex[r0 + t] === e.tokens.length - 1) need.push(t);
+      }
+      this.headRows(x, need, s, (t, row) => {
+        const j = rowEntry[r0 + t];
+        out[j].set(row, entries[j].allLogits ? rowIndex[r0 + t] * vocab : 0);
+      });
+      if (this.profile) this.profile.head = (this.profile.head ?? 0) + performance.now() - t0;
+    }
+    return out;
+  }
+
+  /** Every layer over the chunk's T tokens (embedded in `s.x`, whose sequences `rows` names); returns the scratch the result is in. */
+  protected abstract layers(rows: ChunkRows, T: number, s: Scratch): Promise<Scratch>;
 
   /** The chunk's hidden states the head reads, in the head arena's scratch (default: `s.x`). */
   protected final(_T: number, s: Scratch): Float32Array {
@@ -151,6 +211,27 @@ export abstract class KimiNetwork<C extends KimiFamilyConfig, Layer> implements 
   /** What a chunk carries from one arena to the next: [from, to, floats]. */
   protected carried(from: Scratch, to: Scratch, T: number): [Float32Array, Float32Array, number][] {
     return [[from.x, to.x, T * this.cfg.hidden]];
+  }
+
+  /**
+   * The logits of rows `rows` of `x`, each handed to `put` (valid during the call). The head's
+   * matrix, the largest of all, is read once for as many rows as the experts' output buffer holds
+   * (free once the layers are done); a row's arithmetic is the same as alone.
+   */
+  private headRows(x: Float32Array, rows: readonly number[], s: Scratch, put: (t: number, logits: Float32Array) => void): void {
+    const { hidden: H, vocab: V, eps } = this.cfg;
+    const room = Math.floor(s.expertOut.length / V);
+    if (rows.length < 2 || room < 2) {
+      for (const t of rows) put(t, this.head(x, t, s));
+      return;
+    }
+    for (let a = 0; a < rows.length; a += room) {
+      const k = Math.min(room, rows.length - a);
+      // [k][hidden] the rows normed, then [k][vocab] their logits
+      for (let q = 0; q < k; q++) this.kernels.rmsnorm(x, this.weights.finalNorm, eps, s.norm, H, rows[a + q] * H, q * H);
+      this.kernels.matmul(this.weights.lmHead, s.norm, s.expertOut, k);
+      for (let q = 0; q < k; q++) put(rows[a + q], s.expertOut.subarray(q * V, (q + 1) * V));
+    }
   }
 
   private head(x: Float32Array, t: number, s: Scratch): Float32Array {
