@@ -11,6 +11,7 @@ import { ROOT } from './helpers.js';
 
 const ORDER: string[][] = [
   ['cli', 'server', 'bench', 'index.ts'],
+  ['pull'],
   ['convert', 'quality', 'synth', 'quant'],
   ['generate', 'constrain'],
   ['engine'],

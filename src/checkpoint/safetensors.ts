@@ -77,53 +77,77 @@ export class SafetensorsSet {
     return set;
   }
 
+  /**
+   * A set whose shards are not all on disk yet: their headers (the first 8 + n bytes of each, read
+   * ahead, e.g. over HTTP) give every tensor's place, and each shard is opened only when one of its
+   * tensors is read. `weightMap` is the index's (null for a single `model.safetensors`).
+   */
+  static fromHeaders(dir: string, weightMap: Record<string, string> | null, headers: Map<string, { size: number; head: Uint8Array }>): SafetensorsSet {
+    const set = new SafetensorsSet();
+    for (const [file, h] of headers) {
+      const shard: Shard = { file: path.join(dir, file), fd: -1, size: h.size, tensors: parseHeader(path.join(dir, file), h.head, h.size) };
+      set.shards.set(shard.file, shard);
+    }
+    if (weightMap) {
+      for (const [name, file] of Object.entries(weightMap)) {
+        const t = set.shards.get(path.join(dir, file))?.tensors.get(name);
+        if (!t) throw new WasteError('E_FORMAT', `model.safetensors.index.json: ${name} is mapped to ${file}, which does not contain it`);
+        set.index.set(name, t);
+      }
+    } else for (const s of set.shards.values()) for (const t of s.tensors.values()) set.index.set(t.name, t);
+    return set;
+  }
+
   private openShard(file: string): Shard {
     // a FIFO or a device in a shard's place is refused, not waited on or read without end
     const { fd, size } = openRegular(file);
     const shard: Shard = { file, fd, size, tensors: new Map() };
     this.shards.set(file, shard);
-    const name = path.basename(file);
-    const bad = (what: string) => new WasteError('E_FORMAT', `${name}: ${what}`);
-    if (size < 8) throw bad(`${size} bytes is too short for a safetensors file`);
+    if (size < 8) throw new WasteError('E_FORMAT', `${path.basename(file)}: ${size} bytes is too short for a safetensors file`);
     const head = Buffer.alloc(8);
     fs.readSync(fd, head, 0, 8, 0);
     const n = Number(head.readBigUInt64LE(0));
-    if (n < 2 || n > MAX_HEADER || 8 + n > size) throw bad(`header length ${n} does not fit the file (${size} bytes)`);
-    const text = Buffer.alloc(n);
-    if (fs.readSync(fd, text, 0, n, 8) !== n) throw bad('short read of the header');
-    let doc: unknown;
-    try {
-      doc = JSON.parse(text.toString('utf8'));
-    } catch (e) {
-      throw bad(`header is not valid JSON (${(e as Error).message})`);
-    }
-    if (!isObject(doc)) throw bad('header is not a JSON object');
-    const dataStart = 8 + n;
-    const dataSize = size - dataStart;
-    for (const [tname, meta] of Object.entries(doc)) {
-      if (tname === '__metadata__') continue;
-      if (!isObject(meta)) throw bad(`${tname}: entry is not an object`);
-      const dtype = meta.dtype;
-      if (typeof dtype !== 'string') throw bad(`${tname}: dtype is missing`);
-      if (!(dtype in DTYPE_BYTES)) throw unsupported(`${name}: ${tname} is stored as ${dtype}; the converter reads BF16, F16, F32 and U8 (MXFP4's packed values and scales)`);
-      const shape = meta.shape;
-      if (!Array.isArray(shape) || shape.length > 8 || !shape.every((d) => typeof d === 'number' && Number.isInteger(d) && d >= 0 && d <= 2 ** 40))
-        throw bad(`${tname}: shape must be a list of non-negative integers`);
-      const offs = meta.data_offsets;
-      if (!Array.isArray(offs) || offs.length !== 2 || !offs.every((o) => typeof o === 'number' && Number.isInteger(o) && o >= 0))
-        throw bad(`${tname}: data_offsets must be two non-negative integers`);
-      const [b, e] = offs as number[];
-      const numel = (shape as number[]).reduce((a, d) => a * d, 1);
-      const bytes = numel * DTYPE_BYTES[dtype as Dtype];
-      if (e < b || e > dataSize) throw bad(`${tname}: data_offsets [${b}, ${e}] fall outside the ${dataSize} data bytes`);
-      if (e - b !== bytes) throw bad(`${tname}: shape [${shape}] of ${dtype} needs ${bytes} bytes, data_offsets give ${e - b}`);
-      shard.tensors.set(tname, { name: tname, dtype: dtype as Dtype, shape: shape as number[], file, offset: dataStart + b, bytes });
-    }
+    if (n < 2 || n > MAX_HEADER || 8 + n > size) throw new WasteError('E_FORMAT', `${path.basename(file)}: header length ${n} does not fit the file (${size} bytes)`);
+    const all = Buffer.alloc(8 + n);
+    head.copy(all);
+    if (fs.readSync(fd, all, 8, n, 8) !== n) throw new WasteError('E_FORMAT', `${path.basename(file)}: short read of the header`);
+    shard.tensors = parseHeader(file, all, size);
     return shard;
   }
 
+  /** The shard files (paths) and the tensors each holds. */
+  files(): Map<string, string[]> {
+    const m = new Map<string, string[]>();
+    for (const t of this.index.values()) {
+      let l = m.get(t.file);
+      if (!l) m.set(t.file, (l = []));
+      l.push(t.name);
+    }
+    return m;
+  }
+
+  /** Close a shard's file (it may be deleted after); a later read opens it again. */
+  release(file: string): void {
+    const s = this.shards.get(file);
+    if (s && s.fd >= 0) fs.closeSync(s.fd);
+    if (s) s.fd = -1;
+  }
+
+  /**
+   * Read the tensors that `file` (a safetensors file of copies) holds from it from now on instead
+   * of from their shard: each must be one the set has, with the same dtype and shape.
+   */
+  repoint(file: string): void {
+    const shard = this.openShard(file);
+    for (const t of shard.tensors.values()) {
+      const old = this.index.get(t.name);
+      if (!old || old.dtype !== t.dtype || old.shape.join() !== t.shape.join()) throw new WasteError('E_FORMAT', `${path.basename(file)}: ${t.name} is not a copy of the checkpoint's`);
+      this.index.set(t.name, t);
+    }
+  }
+
   close(): void {
-    for (const s of this.shards.values()) fs.closeSync(s.fd);
+    for (const s of this.shards.values()) if (s.fd >= 0) fs.closeSync(s.fd);
     this.shards.clear();
   }
 
@@ -173,12 +197,26 @@ export class SafetensorsSet {
     out.set(this.buf.subarray(0, n * cols));
   }
 
+  /** Bytes [start, start + out.length) of a tensor as they are stored (any dtype), into `out`. */
+  readRaw(name: string, start: number, out: Uint8Array): void {
+    this.readRange(this.info(name), start, out.length);
+    out.set(this.buf.subarray(0, out.length));
+  }
+
   /** `bytes` bytes of tensor `t` from `start` into the read buffer. */
   private readRange(t: TensorInfo, start: number, bytes: number): void {
     if (start + bytes > t.bytes) throw new WasteError('E_ARG', `${t.name}: bytes ${start}..${start + bytes} are past its end`);
     // unpooled, so its memory starts aligned for the typed views below
     if (this.buf.length < bytes) this.buf = Buffer.allocUnsafeSlow(Math.max(bytes, 1 << 20));
     const shard = this.shards.get(t.file)!;
+    if (shard.fd < 0) {
+      const { fd, size } = openRegular(shard.file);
+      if (size !== shard.size) {
+        fs.closeSync(fd);
+        throw new WasteError('E_IO', `${path.basename(shard.file)} has ${size} bytes, its header was read from a file of ${shard.size}`);
+      }
+      shard.fd = fd;
+    }
     let done = 0;
     const pos = t.offset + start;
     while (done < bytes) {
@@ -202,4 +240,51 @@ export class SafetensorsSet {
     }
     return out;
   }
+}
+
+/** A shard's tensors from its header bytes (the length and the JSON), checked against the file's size. */
+function parseHeader(file: string, all: Uint8Array, size: number): Map<string, TensorInfo> {
+  const name = path.basename(file);
+  const bad = (what: string) => new WasteError('E_FORMAT', `${name}: ${what}`);
+  if (size < 8 || all.length < 8) throw bad(`${size} bytes is too short for a safetensors file`);
+  const n = Number(Buffer.from(all.buffer, all.byteOffset, 8).readBigUInt64LE(0));
+  if (n < 2 || n > MAX_HEADER || 8 + n > size) throw bad(`header length ${n} does not fit the file (${size} bytes)`);
+  if (all.length < 8 + n) throw bad('short read of the header');
+  let doc: unknown;
+  try {
+    doc = JSON.parse(Buffer.from(all.buffer, all.byteOffset + 8, n).toString('utf8'));
+  } catch (e) {
+    throw bad(`header is not valid JSON (${(e as Error).message})`);
+  }
+  if (!isObject(doc)) throw bad('header is not a JSON object');
+  const tensors = new Map<string, TensorInfo>();
+  const dataStart = 8 + n;
+  const dataSize = size - dataStart;
+  for (const [tname, meta] of Object.entries(doc)) {
+    if (tname === '__metadata__') continue;
+    if (!isObject(meta)) throw bad(`${tname}: entry is not an object`);
+    const dtype = meta.dtype;
+    if (typeof dtype !== 'string') throw bad(`${tname}: dtype is missing`);
+    if (!(dtype in DTYPE_BYTES)) throw unsupported(`${name}: ${tname} is stored as ${dtype}; the converter reads BF16, F16, F32 and U8 (MXFP4's packed values and scales)`);
+    const shape = meta.shape;
+    if (!Array.isArray(shape) || shape.length > 8 || !shape.every((d) => typeof d === 'number' && Number.isInteger(d) && d >= 0 && d <= 2 ** 40))
+      throw bad(`${tname}: shape must be a list of non-negative integers`);
+    const offs = meta.data_offsets;
+    if (!Array.isArray(offs) || offs.length !== 2 || !offs.every((o) => typeof o === 'number' && Number.isInteger(o) && o >= 0))
+      throw bad(`${tname}: data_offsets must be two non-negative integers`);
+    const [b, e] = offs as number[];
+    const numel = (shape as number[]).reduce((a, d) => a * d, 1);
+    const bytes = numel * DTYPE_BYTES[dtype as Dtype];
+    if (e < b || e > dataSize) throw bad(`${tname}: data_offsets [${b}, ${e}] fall outside the ${dataSize} data bytes`);
+    if (e - b !== bytes) throw bad(`${tname}: shape [${shape}] of ${dtype} needs ${bytes} bytes, data_offsets give ${e - b}`);
+    tensors.set(tname, { name: tname, dtype: dtype as Dtype, shape: shape as number[], file, offset: dataStart + b, bytes });
+  }
+  return tensors;
+}
+
+/** The length of a safetensors header from its first 8 bytes, bounded (the header is untrusted). */
+export function headerLength(first8: Uint8Array, file: string): number {
+  const n = Number(Buffer.from(first8.buffer, first8.byteOffset, 8).readBigUInt64LE(0));
+  if (n < 2 || n > MAX_HEADER) throw new WasteError('E_FORMAT', `${file}: header length ${n} is not that of a safetensors file`);
+  return n;
 }

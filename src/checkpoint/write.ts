@@ -1,6 +1,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { fromSystemError } from '../util/errors.js';
+import type { SafetensorsSet } from './safetensors.js';
 
 /** A tensor to write: its dtype, shape and raw little-endian bytes. */
 export interface RawTensor {
@@ -59,4 +60,52 @@ export function toBf16(values: Float32Array): Uint8Array {
     out[i] = (x + 0x7fff + ((x >>> 16) & 1)) >>> 16;
   }
   return new Uint8Array(out.buffer);
+}
+
+/**
+ * Copy tensors of a set, byte for byte, into one safetensors file at `file` (written to
+ * `file.tmp`, fsynced and renamed: it exists only whole). Chunked: a 2 GB embedding is never whole
+ * in memory.
+ */
+export function copyTensors(st: SafetensorsSet, names: string[], file: string): void {
+  const header: Record<string, unknown> = { __metadata__: { format: 'pt' } };
+  let off = 0;
+  for (const name of names) {
+    const t = st.info(name);
+    header[name] = { dtype: t.dtype, shape: t.shape, data_offsets: [off, off + t.bytes] };
+    off += t.bytes;
+  }
+  let json = Buffer.from(JSON.stringify(header), 'utf8');
+  json = Buffer.concat([json, Buffer.alloc((8 - (json.length % 8)) % 8, 0x20)]);
+  const len = Buffer.alloc(8);
+  len.writeBigUInt64LE(BigInt(json.length));
+  const tmp = `${file}.tmp`;
+  try {
+    const fd = fs.openSync(tmp, 'w');
+    try {
+      let pos = 0;
+      const put = (b: Uint8Array) => {
+        let done = 0;
+        while (done < b.length) done += fs.writeSync(fd, b, done, b.length - done, pos + done);
+        pos += b.length;
+      };
+      put(len);
+      put(json);
+      const chunk = new Uint8Array(16 << 20);
+      for (const name of names) {
+        const bytes = st.info(name).bytes;
+        for (let s = 0; s < bytes; s += chunk.length) {
+          const part = chunk.subarray(0, Math.min(chunk.length, bytes - s));
+          st.readRaw(name, s, part);
+          put(part);
+        }
+      }
+      fs.fsyncSync(fd);
+    } finally {
+      fs.closeSync(fd);
+    }
+    fs.renameSync(tmp, file);
+  } catch (e) {
+    throw fromSystemError(file, e);
+  }
 }

@@ -7,6 +7,8 @@ import { registerPerplexity } from './commands/perplexity.js';
 import { registerRun } from './commands/run.js';
 import { registerTokenize } from './commands/tokenize.js';
 import { registerConvert } from './commands/convert.js';
+import { registerList } from './commands/list.js';
+import { registerPull } from './commands/pull.js';
 import { registerInfo } from './commands/info.js';
 import { registerLogits } from './commands/logits.js';
 import { registerPlan } from './commands/plan.js';
@@ -37,6 +39,8 @@ export async function main(argv: string[]): Promise<number> {
   registerPlan(program);
   registerVerify(program);
   registerConvert(program);
+  registerPull(program);
+  registerList(program);
   registerQuality(program);
   registerSynth(program);
   registerBench(program);

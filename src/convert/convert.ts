@@ -56,75 +56,163 @@ const DISK_MARGIN = 64 << 20;
  * unit, and is published by one rename when complete.
  */
 export async function convert(src: string, out: string, opts: ConvertOptions = {}): Promise<ConvertResult> {
-  const t0 = performance.now();
-  const log = opts.log ?? (() => {});
-  const settings = checkSettings({ ...DEFAULT_SETTINGS, ...definedOnly(opts) });
-  const threads = opts.threads ?? cpuCount();
-  if (!(Number.isInteger(threads) && threads >= 1 && threads <= 256)) throw new WasteError('E_ARG', `threads must be an integer in 1..256 (got ${threads})`);
-  src = path.resolve(src);
-  out = path.resolve(out);
-  if (out === src || src.startsWith(out + path.sep)) throw new WasteError('E_ARG', `the container cannot be written over its own source (${out})`);
-  checkOutput(out, opts.force ?? false);
-
-  const { raw, fields } = readCheckpointConfig(src);
-  const arch = architectureOf(fields);
-  // every architecture this converter writes is of the Kimi family
-  const cfg = arch.parseConfig(fields) as KimiConfig;
-  const st = SafetensorsSet.open(src);
-  let kernels: WasmKernels | undefined;
-  let job: Job | undefined;
+  const c = await Conversion.open(src, out, opts);
   try {
-    const w = new CheckpointWeights(st, CheckpointWeights.prefixOf(st));
-    // every tensor the model needs, at the shape the config implies, before any work
-    arch.planWeights(new CheckpointSource(w), cfg, undefined);
-    const plan = planConversion(src, w, cfg, settings);
-    job = Job.open(`${out}.partial`, plan.identity, settings, log);
+    c.writeTrunk();
+    await c.convertLayers(c.plan.layers.map((l) => l.layer));
+    return c.finish();
+  } finally {
+    await c.close();
+  }
+}
+
+/** What a conversion reads when its input is not a complete checkpoint directory (`waste pull`). */
+export interface ConversionInput {
+  /** The tensors, their shards opened as they arrive. */
+  st: SafetensorsSet;
+  /** Disk the input itself still needs on the output's file system, beyond the container. */
+  extraBytes: number;
+  /** The plan, made before any tensor was moved (its identity names the shards as the hub has them). */
+  plan: ConvertPlan;
+}
+
+/**
+ * One conversion, in units that may run in any order — the trunk, each MoE layer — and then
+ * `finish()`, which merges the codebooks, writes the manifest and publishes. `convert` runs them in
+ * order on a complete checkpoint; `waste pull` runs each layer as soon as its shards are on disk.
+ * The bytes do not depend on the order: each unit's output depends only on its own tensors and the
+ * settings (the same property that makes a resumed conversion byte-identical).
+ */
+export class Conversion {
+  private kernels: WasmKernels | undefined;
+  private encoder: ExpertEncoder | undefined;
+  private done = 0;
+  private readonly startDone: number;
+  private readonly t0 = performance.now();
+
+  private constructor(
+    readonly src: string,
+    readonly out: string,
+    private readonly opts: ConvertOptions,
+    private readonly threads: number,
+    private readonly settings: ConvertSettings,
+    private readonly raw: JsonObject,
+    private readonly arch: ReturnType<typeof architectureOf>,
+    private readonly st: SafetensorsSet,
+    private readonly w: CheckpointWeights,
+    readonly plan: ConvertPlan,
+    private readonly job: Job,
+  ) {
     const { state } = job;
-    const dir = job.dir;
     const layersDone = new Set(state.layers);
-    if (job.resumed)
-      log(`resuming ${dir}: trunk ${state.trunk ? 'done' : 'to do'}, ${layersDone.size} of ${plan.layers.length} MoE layers done`);
+    this.done = (state.trunk ? plan.trunk.reduce((a, t) => a + t.sourceBytes, 0) : 0) + plan.layers.reduce((a, l) => a + (layersDone.has(l.layer) ? l.sourceBytes : 0), 0);
+    this.startDone = this.done;
+  }
 
-    const remaining =
-      (state.trunk ? 0 : plan.trunkBytes) +
-      plan.layers.reduce((a, l) => a + (layersDone.has(l.layer) ? 0 : l.bankBytes + l.booksBytes), 0) +
-      (state.codebooks ? 0 : plan.layers.reduce((a, l) => a + l.booksBytes, 0));
-    const free = (opts.freeSpace ?? freeBytes)(dir);
-    if (free < remaining + DISK_MARGIN)
-      throw new WasteError('E_IO', `not enough disk space in ${path.dirname(dir)}: the container needs ${formatSize(remaining + DISK_MARGIN)} more, ${formatSize(free)} is free`);
+  /** Plan the conversion, check the disk, open (or resume) its partial directory. `input` defaults to the checkpoint in `src`. */
+  static async open(src: string, out: string, opts: ConvertOptions = {}, input?: ConversionInput): Promise<Conversion> {
+    const log = opts.log ?? (() => {});
+    const settings = checkSettings({ ...DEFAULT_SETTINGS, ...definedOnly(opts) });
+    const threads = opts.threads ?? cpuCount();
+    if (!(Number.isInteger(threads) && threads >= 1 && threads <= 256)) throw new WasteError('E_ARG', `threads must be an integer in 1..256 (got ${threads})`);
+    src = path.resolve(src);
+    out = path.resolve(out);
+    if (out === src || src.startsWith(out + path.sep)) throw new WasteError('E_ARG', `the container cannot be written over its own source (${out})`);
+    checkOutput(out, opts.force ?? false);
 
-    const total = plan.sourceBytes;
-    let done = (state.trunk ? plan.trunk.reduce((a, t) => a + t.sourceBytes, 0) : 0) + plan.layers.reduce((a, l) => a + (layersDone.has(l.layer) ? l.sourceBytes : 0), 0);
-    const startDone = done;
-    const tick = (what: string) => (bytes: number) => {
-      done += bytes;
-      opts.onProgress?.(done, total, what);
+    const { raw, fields } = readCheckpointConfig(src);
+    const arch = architectureOf(fields);
+    // every architecture this converter writes is of the Kimi family
+    const cfg = arch.parseConfig(fields) as KimiConfig;
+    const st = input?.st ?? SafetensorsSet.open(src);
+    try {
+      const w = new CheckpointWeights(st, CheckpointWeights.prefixOf(st));
+      // every tensor the model needs, at the shape the config implies, before any work
+      arch.planWeights(new CheckpointSource(w), cfg, undefined);
+      const plan = input ? input.plan : planConversion(src, w, cfg, settings);
+      const job = Job.open(`${out}.partial`, plan.identity, settings, log);
+      try {
+        const { state } = job;
+        const layersDone = new Set(state.layers);
+        if (job.resumed) log(`resuming ${job.dir}: trunk ${state.trunk ? 'done' : 'to do'}, ${layersDone.size} of ${plan.layers.length} MoE layers done`);
+        const remaining =
+          (state.trunk ? 0 : plan.trunkBytes) +
+          plan.layers.reduce((a, l) => a + (layersDone.has(l.layer) ? 0 : l.bankBytes + l.booksBytes), 0) +
+          (state.codebooks ? 0 : plan.layers.reduce((a, l) => a + l.booksBytes, 0)) +
+          (input?.extraBytes ?? 0);
+        const free = (opts.freeSpace ?? freeBytes)(job.dir);
+        if (free < remaining + DISK_MARGIN)
+          throw new WasteError('E_IO', `not enough disk space in ${path.dirname(job.dir)}: the ${input ? 'download and ' : ''}container need${input ? '' : 's'} ${formatSize(remaining + DISK_MARGIN)} more, ${formatSize(free)} is free`);
+        const c = new Conversion(src, out, opts, threads, settings, raw, arch, st, w, plan, job);
+        opts.onProgress?.(c.done, plan.sourceBytes, 'starting');
+        return c;
+      } catch (e) {
+        job.unlock();
+        throw e;
+      }
+    } catch (e) {
+      if (!input) st.close();
+      throw e;
+    }
+  }
+
+  /** Whether the trunk, or a layer, is converted already (by this run or an earlier one). */
+  trunkDone(): boolean {
+    return this.job.state.trunk !== null;
+  }
+
+  layerDone(layer: number): boolean {
+    return this.job.state.layers.includes(layer) || this.job.state.codebooks;
+  }
+
+  private tick(what: string): (bytes: number) => void {
+    return (bytes) => {
+      this.done += bytes;
+      this.opts.onProgress?.(this.done, this.plan.sourceBytes, what);
     };
-    opts.onProgress?.(done, total, 'starting');
+  }
 
-    if (!state.trunk) {
-      const tmp = path.join(dir, 'trunk.bin.tmp');
-      const index = writeTrunk(w, plan.trunk, tmp, tick('trunk'));
-      rename(tmp, path.join(dir, TRUNK));
-      state.trunk = index;
+  /** trunk.bin: needs every trunk tensor readable. */
+  writeTrunk(): void {
+    const { job } = this;
+    if (job.state.trunk) return;
+    const tmp = path.join(job.dir, 'trunk.bin.tmp');
+    const index = writeTrunk(this.w, this.plan.trunk, tmp, this.tick('trunk'));
+    rename(tmp, path.join(job.dir, TRUNK));
+    job.state.trunk = index;
+    job.save();
+  }
+
+  /** These MoE layers' banks and codebook parts (those not done): needs their experts readable. */
+  async convertLayers(layers: number[]): Promise<void> {
+    const { job, plan } = this;
+    const todo = plan.layers.filter((l) => layers.includes(l.layer) && !this.layerDone(l.layer));
+    if (!todo.length) return;
+    if (!this.encoder) {
+      const arena = new Arena(0);
+      this.kernels = await WasmKernels.create(this.threads, [arena]);
+      this.encoder = new ExpertEncoder(this.kernels, arena, this.w, plan.q, plan.layout, this.settings);
+    }
+    for (const l of todo) {
+      const bank = path.join(job.dir, `experts-L${l.layer}.bin`);
+      const books = this.encoder.convertLayer(l, `${bank}.tmp`, this.tick(`layer ${l.layer}`));
+      writeFileAtomic(partFile(job.dir, l.layer), books);
+      rename(`${bank}.tmp`, bank);
+      job.state.layers = [...job.state.layers, l.layer].sort((a, b) => a - b);
       job.save();
     }
+  }
 
-    const todo = plan.layers.filter((l) => !layersDone.has(l.layer));
-    if (todo.length && !state.codebooks) {
-      const arena = new Arena(0);
-      kernels = await WasmKernels.create(threads, [arena]);
-      const encoder = new ExpertEncoder(kernels, arena, w, plan.q, plan.layout, settings);
-      for (const l of todo) {
-        const bank = path.join(dir, `experts-L${l.layer}.bin`);
-        const books = encoder.convertLayer(l, `${bank}.tmp`, tick(`layer ${l.layer}`));
-        writeFileAtomic(partFile(dir, l.layer), books);
-        rename(`${bank}.tmp`, bank);
-        state.layers = [...state.layers, l.layer].sort((a, b) => a - b);
-        job.save();
-      }
-    }
-
+  /**
+   * The codebooks, the small files and the manifest; then the container is published at `out`,
+   * with `extra` files (name → text, e.g. the store's record) beside them: all appear at once.
+   */
+  finish(extra: Record<string, string> = {}): ConvertResult {
+    const { job, plan, src, raw, w } = this;
+    const { state } = job;
+    const dir = job.dir;
+    const log = this.opts.log ?? (() => {});
+    if (!state.trunk || plan.layers.some((l) => !this.layerDone(l.layer))) throw new Error('Conversion.finish: units are left');
     if (plan.layers.length && !state.codebooks) {
       const parts = plan.layers.map((l) => readFile(partFile(dir, l.layer)));
       writeFileAtomic(path.join(dir, CODEBOOKS), Buffer.concat(parts));
@@ -138,7 +226,7 @@ export async function convert(src: string, out: string, opts: ConvertOptions = {
     const manifest = {
       format_version: 0,
       // descriptive (readers derive the architecture from the config)
-      arch: arch.id,
+      arch: this.arch.id,
       tensor_prefix: w.prefix,
       config: flattened(raw),
       expert_quant: {
@@ -159,13 +247,18 @@ export async function convert(src: string, out: string, opts: ConvertOptions = {
     const keep = new Set(['manifest.json', STATE_FILE, TRUNK, ...small, ...plan.layers.map((l) => `experts-L${l.layer}.bin`)]);
     if (plan.layers.length) keep.add(CODEBOOKS);
     job.prune(keep);
+    for (const [name, text] of Object.entries(extra)) writeFileAtomic(path.join(dir, name), text);
     job.unlock();
-    publish(dir, out);
-    return { out, plan, resumed: job.resumed, convertedBytes: done - startDone, seconds: (performance.now() - t0) / 1000 };
-  } finally {
-    job?.unlock();
-    st.close();
-    await kernels?.close();
+    publish(dir, this.out);
+    return { out: this.out, plan, resumed: job.resumed, convertedBytes: this.done - this.startDone, seconds: (performance.now() - this.t0) / 1000 };
+  }
+
+  /** Release the lock, the shards and the kernels (the partial directory stays for a resume). */
+  async close(): Promise<void> {
+    this.job.unlock();
+    this.st.close();
+    await this.kernels?.close();
+    this.kernels = undefined;
   }
 }
 

@@ -97,7 +97,11 @@ export function trunkFormat(name: string, shape: number[], trunkBits: 4 | 8 | 16
   return Fmt.Q4G;
 }
 
-export function planConversion(src: string, w: CheckpointWeights, cfg: KimiConfig, settings: ConvertSettings): ConvertPlan {
+/**
+ * `stamp` says what a shard file is for the identity: by default its size and modification time;
+ * a download passes the hub's hash, which outlives the shard (it is deleted once converted).
+ */
+export function planConversion(src: string, w: CheckpointWeights, cfg: KimiConfig, settings: ConvertSettings, stamp: (file: string) => string = fileStamp): ConvertPlan {
   const q = VQ3R;
   const W = cfg.expertWidth;
   const I = cfg.moe.inter;
@@ -148,7 +152,7 @@ export function planConversion(src: string, w: CheckpointWeights, cfg: KimiConfi
 
   const totalBytes = trunkBytes + layers.reduce((a, l) => a + l.bankBytes + l.booksBytes, 0);
   const sourceBytes = trunk.reduce((a, t) => a + t.sourceBytes, 0) + layers.reduce((a, l) => a + l.sourceBytes, 0);
-  return { settings, q, layout, trunk, trunkBytes, layers, totalBytes, sourceBytes, identity: identityOf(src, w.st, settings) };
+  return { settings, q, layout, trunk, trunkBytes, layers, totalBytes, sourceBytes, identity: identityOf(src, w.st, settings, stamp) };
 }
 
 /** A vision tensor's stored format: F32 when small (as the trunk's), else Q8G whatever the trunk's bits. */
@@ -172,7 +176,7 @@ export function visionShape(name: string, shape: number[]): number[] {
  * each shard's size and modification time — and the settings. A partial conversion is resumed
  * only when this matches; anything else starts over.
  */
-function identityOf(src: string, st: SafetensorsSet, settings: ConvertSettings): string {
+function identityOf(src: string, st: SafetensorsSet, settings: ConvertSettings, stamp: (file: string) => string): string {
   const h = crypto.createHash('sha256');
   h.update(`waste-convert ${CONVERTER_VERSION}\n${JSON.stringify(settings)}\n`);
   h.update(readBytes(path.join(src, 'config.json')));
@@ -182,9 +186,11 @@ function identityOf(src: string, st: SafetensorsSet, settings: ConvertSettings):
     files.add(t.file);
     h.update(`${name} ${t.dtype} ${t.shape.join('x')} ${path.basename(t.file)} ${t.offset} ${t.bytes}\n`);
   }
-  for (const f of [...files].sort()) {
-    const s = fs.statSync(f);
-    h.update(`${path.basename(f)} ${s.size} ${s.mtimeMs}\n`);
-  }
+  for (const f of [...files].sort()) h.update(`${path.basename(f)} ${stamp(f)}\n`);
   return h.digest('hex');
+}
+
+function fileStamp(f: string): string {
+  const s = fs.statSync(f);
+  return `${s.size} ${s.mtimeMs}`;
 }

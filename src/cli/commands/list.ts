@@ -1,0 +1,86 @@
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import type { Command } from 'commander';
+import { planMemory } from '../../engine/plan.js';
+import { cpuCount } from '../../kernels/wasm/pool.js';
+import { architecture, openModelContainer } from '../../model/registry.js';
+import { checkStoreName, modelsDir, storedModel } from '../../store/home.js';
+import { readRecord, sizeOnDisk } from '../../store/record.js';
+import { WasteError } from '../../util/errors.js';
+import { formatSize } from '../../util/size.js';
+
+interface Row {
+  name: string;
+  architecture: string;
+  size_bytes: number;
+  parameters: number;
+  active_parameters: number;
+  floor_bytes: number;
+  repo: string | null;
+  revision: string | null;
+  commit: string | null;
+  path: string;
+}
+
+export function registerList(program: Command): void {
+  program
+    .command('list')
+    .description('the models in the local store ($WASTE_HOME/models): name, architecture, size on disk, parameters, RAM floor, source')
+    .option('--json', 'print JSON', false)
+    .action((o: { json: boolean }) => {
+      const rows = listModels();
+      if (o.json) return void process.stdout.write(JSON.stringify(rows, null, 1) + '\n');
+      if (!rows.length) return void process.stdout.write(`no models in ${modelsDir()} (\`waste pull kimi-linear\` adds one; \`demo\` is always there)\n`);
+      const p = (n: number) => (n >= 1e12 ? `${(n / 1e12).toFixed(2)} T` : n >= 1e9 ? `${(n / 1e9).toFixed(2)} B` : `${(n / 1e6).toFixed(2)} M`);
+      const table = [
+        ['NAME', 'ARCH', 'SIZE', 'PARAMS', 'FLOOR', 'SOURCE'],
+        ...rows.map((r) => [r.name, r.architecture, formatSize(r.size_bytes), p(r.parameters), formatSize(r.floor_bytes), r.repo ? `${r.repo}@${r.revision} (${r.commit?.slice(0, 12)})` : '-']),
+      ];
+      const w = table[0].map((_, i) => Math.max(...table.map((r) => r[i].length)));
+      process.stdout.write(table.map((r) => r.map((c, i) => (i < r.length - 1 ? c.padEnd(w[i]) : c)).join('  ')).join('\n') + '\n');
+    });
+  program
+    .command('rm')
+    .description('remove a model from the local store')
+    .argument('<name>', 'a name from `waste list`')
+    .action((name: string) => {
+      checkStoreName(name);
+      const dir = storedModel(name);
+      if (!dir) throw new WasteError('E_ARG', `no model ${name} in ${modelsDir()}`);
+      // renamed aside first: the name is gone at once, even if deleting many GB is interrupted
+      const aside = path.join(modelsDir(), `.removing-${name}-${process.pid}`);
+      fs.renameSync(dir, aside);
+      fs.rmSync(aside, { recursive: true, force: true });
+      process.stdout.write(`removed ${name}\n`);
+    });
+}
+
+/** Every stored model that opens, with what `waste list` shows. */
+export function listModels(): Row[] {
+  const root = modelsDir();
+  if (!fs.existsSync(root)) return [];
+  const rows: Row[] = [];
+  for (const name of fs.readdirSync(root).sort()) {
+    const dir = storedModel(name);
+    if (!dir) continue;
+    const rec = readRecord(dir);
+    let arch = '?';
+    let params = { total: 0, active: 0 };
+    let floor = 0;
+    try {
+      const c = openModelContainer(dir);
+      try {
+        const a = architecture(c.config.arch);
+        arch = c.config.arch;
+        params = a.countParams(c.config as never);
+        floor = planMemory(c, { maxContext: 4096, threads: cpuCount() }).floorBytes;
+      } finally {
+        c.close();
+      }
+    } catch {
+      arch = 'unreadable';
+    }
+    rows.push({ name, architecture: arch, size_bytes: sizeOnDisk(dir), parameters: params.total, active_parameters: params.active, floor_bytes: floor, repo: rec?.repo ?? null, revision: rec?.revision ?? null, commit: rec?.commit ?? null, path: dir });
+  }
+  return rows;
+}

@@ -1,0 +1,254 @@
+import assert from 'node:assert/strict';
+import { spawn, spawnSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { convert } from '../src/convert/convert.js';
+import { pull } from '../src/pull/pull.js';
+import { resolveModel } from '../src/store/names.js';
+import { WasteError } from '../src/util/errors.js';
+import { BIN, checkpoint, tmpDir } from './helpers.js';
+import { HubServer } from './hub-server.js';
+
+const REPO = 'test-org/tiny-moe';
+const KL = {
+  shape: 'tiny' as const,
+  config: { hidden_size: 256, vocab_size: 512, intermediate_size: 384, moe_intermediate_size: 64, kv_lora_rank: 64, linear_attn_config: { num_heads: 4, head_dim: 64 } },
+};
+const FAST = { threads: 2, stallMs: 2000, retryMs: 10, attempts: 4 };
+
+/** Every file of two containers, byte for byte — but convert.json's identity (it names how the input was read: file times for a directory, hub hashes for a pull) and the store's record. */
+function assertSameContainer(a: string, b: string): void {
+  const files = (d: string) => fs.readdirSync(d).filter((f) => f !== 'store.json').sort();
+  assert.deepEqual(files(a), files(b));
+  for (const f of files(a)) {
+    if (f === 'convert.json') {
+      const strip = (d: string) => ({ ...JSON.parse(fs.readFileSync(path.join(d, f), 'utf8')), identity: undefined });
+      assert.deepEqual(strip(a), strip(b));
+    } else assert.ok(fs.readFileSync(path.join(a, f)).equals(fs.readFileSync(path.join(b, f))), `${f} differs`);
+  }
+}
+
+function withHome<T>(home: string, f: () => Promise<T>): Promise<T> {
+  const old = process.env.WASTE_HOME;
+  process.env.WASTE_HOME = home;
+  return f().finally(() => {
+    if (old === undefined) delete process.env.WASTE_HOME;
+    else process.env.WASTE_HOME = old;
+  });
+}
+
+/** The CLI, run without blocking this process (whose event loop serves the hub). */
+function waste(args: string[], env: NodeJS.ProcessEnv): Promise<{ status: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const c = spawn(process.execPath, [BIN, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    c.stdout.on('data', (d) => (stdout += d));
+    c.stderr.on('data', (d) => (stderr += d));
+    c.on('close', (status) => resolve({ status, stdout, stderr }));
+  });
+}
+
+const shardName = (i: number, n: number) => `model-${String(i).padStart(5, '0')}-of-${String(n).padStart(5, '0')}.safetensors`;
+
+for (const [label, opts] of [
+  ['Kimi-Linear', { ...KL, seed: 31, shards: 3 }],
+  ['K3', { shape: 'k3-tiny' as const, seed: 5, shards: 3 }],
+] as const) {
+  describe(`waste pull: a sharded ${label} checkpoint from a local hub`, () => {
+    const src = checkpoint(opts, 'hub-src');
+    const ref = path.join(tmpDir('ref'), 'model');
+    let hub: HubServer;
+    before(async () => {
+      hub = await new HubServer(REPO, src).start();
+      await convert(src, ref, { threads: 2 });
+    });
+    after(() => hub.stop());
+
+    it('streams the conversion into the store, byte-identical to waste convert on the full download, and deletes the shards', async () => {
+      const home = tmpDir('home');
+      const seen: number[] = [];
+      // while the last shard arrives, which earlier shards are still on disk
+      const dl = path.join(home, 'downloads', 'tiny-moe');
+      const present = new Set<string>();
+      const r = await withHome(home, () =>
+        pull(REPO, {
+          ...FAST,
+          hub: { endpoint: hub.url },
+          onProgress: (d, _t, what) => {
+            seen.push(d);
+            if (what === `fetching ${shardName(3, 3)}`) for (const i of [1, 2]) if (fs.existsSync(path.join(dl, shardName(i, 3)))) present.add(shardName(i, 3));
+          },
+        }),
+      );
+      // the schedule says which shards are used up before the last arrives: exactly those are gone
+      const spentEarly = [1, 2].map((i) => shardName(i, 3)).filter((f) => r.plan.files.some((x) => x.path === f) && !present.has(f));
+      assert.ok(spentEarly.length > 0, `a shard was deleted before the last one arrived (on disk then: ${[...present]})`);
+      assert.equal(r.dir, path.join(home, 'models', 'tiny-moe'));
+      assertSameContainer(r.dir, ref);
+      const rec = JSON.parse(fs.readFileSync(path.join(r.dir, 'store.json'), 'utf8'));
+      assert.deepEqual([rec.repo, rec.revision, rec.commit], [REPO, 'main', hub.commit]);
+      assert.ok(!fs.existsSync(path.join(home, 'downloads', 'tiny-moe')), 'the downloaded shards are gone');
+      // the peaks as planned: the container and everything downloaded, or the container and what the schedule keeps at once
+      assert.equal(r.plan.peakFull, r.plan.containerBytes + r.plan.downloadBytes);
+      const shardBytes = r.plan.files.filter((f) => f.path.endsWith('.safetensors')).map((f) => f.size);
+      assert.ok(r.plan.peakStreaming >= r.plan.containerBytes + Math.max(...shardBytes));
+      assert.ok(r.plan.peakStreaming <= r.plan.containerBytes + shardBytes.reduce((a, b) => a + b, 0) + r.plan.trunkSourceBytes);
+      assert.ok(seen.length > 0 && seen.every((d, i) => i === 0 || d >= seen[i - 1]), 'progress only grows');
+      await withHome(home, async () => assert.equal(resolveModel('tiny-moe'), r.dir));
+    });
+
+    it('keeps the checkpoint with keepSource, which waste convert then converts to the same container', async () => {
+      const home = tmpDir('home');
+      const r = await withHome(home, () => pull(`${REPO}@main`, { ...FAST, name: 'kept', keepSource: true, hub: { endpoint: hub.url } }));
+      assert.ok(r.source && fs.existsSync(path.join(r.source, shardName(1, 3))));
+      assertSameContainer(r.dir, ref);
+    });
+  });
+}
+
+describe('waste pull: faults', () => {
+  const src = checkpoint({ ...KL, seed: 32, shards: 3 }, 'hub-src');
+  const ref = path.join(tmpDir('ref'), 'model');
+  let hub: HubServer;
+  before(async () => {
+    hub = await new HubServer(REPO, src).start();
+    await convert(src, ref, { threads: 2 });
+  });
+  after(() => hub.stop());
+  const s = (i: number) => shardName(i, 3);
+  const bytesOf = (i: number) => fs.statSync(path.join(src, s(i))).size;
+
+  it('a dropped connection is resumed with a range request, not fetched again from the start', async () => {
+    const home = tmpDir('home');
+    hub.arm(s(2), { kind: 'cut', at: Math.floor(bytesOf(2) / 2) });
+    const before = hub.requests.length;
+    const r = await withHome(home, () => pull(REPO, { ...FAST, hub: { endpoint: hub.url } }));
+    assertSameContainer(r.dir, ref);
+    const ranges = hub.requests.slice(before).filter((q) => q.path.endsWith(s(2)) && q.range && q.range !== 'bytes=0-0').map((q) => q.range!);
+    assert.ok(ranges.some((q) => Number(/bytes=(\d+)-/.exec(q)![1]) >= Math.floor(bytesOf(2) / 2)), `resumed past the cut: ${ranges}`);
+  });
+
+  it('a stalled server times out and the download goes on', async () => {
+    const home = tmpDir('home');
+    hub.arm(s(1), { kind: 'stall', at: 1000 });
+    const logs: string[] = [];
+    const r = await withHome(home, () => pull(REPO, { ...FAST, stallMs: 300, hub: { endpoint: hub.url }, log: (l) => logs.push(l) }));
+    assertSameContainer(r.dir, ref);
+    assert.ok(logs.some((l) => l.includes('no data for 0.3 s')), logs.join('\n'));
+  });
+
+  it('a corrupted shard is refused by its hash and fetched again; twice, and nothing is published', async () => {
+    const home = tmpDir('home');
+    hub.arm(s(3), { kind: 'corrupt', at: bytesOf(3) - 10 });
+    const logs: string[] = [];
+    const r = await withHome(home, () => pull(REPO, { ...FAST, hub: { endpoint: hub.url }, log: (l) => logs.push(l) }));
+    assertSameContainer(r.dir, ref);
+    assert.ok(logs.some((l) => l.includes("does not match the hub's hash; fetching it again")), logs.join('\n'));
+
+    const home2 = tmpDir('home');
+    hub.arm(s(3), { kind: 'corrupt', at: 100 });
+    hub.arm(s(3), { kind: 'corrupt', at: 100 });
+    await assert.rejects(
+      withHome(home2, () => pull(REPO, { ...FAST, hub: { endpoint: hub.url } })),
+      (e: unknown) => e instanceof WasteError && e.message.includes("does not match the hub's hash twice"),
+    );
+    assert.ok(!fs.existsSync(path.join(home2, 'models', 'tiny-moe')));
+  });
+
+  it('a full disk is refused before anything is fetched, naming what is needed; nothing is published', async () => {
+    const home = tmpDir('home');
+    const before = hub.requests.length;
+    await assert.rejects(
+      withHome(home, () => pull(REPO, { ...FAST, hub: { endpoint: hub.url }, freeSpace: () => 4096 })),
+      (e: unknown) => e instanceof WasteError && /not enough disk space .* the download and container need .* more, 4\.00 KiB is free/.test(e.message),
+    );
+    assert.equal(hub.requests.slice(before).filter((q) => q.path.endsWith('.safetensors') && q.range !== 'bytes=0-0' && !/^bytes=0-7$|^bytes=8-/.test(q.range ?? '')).length, 0, 'no shard was fetched');
+    assert.ok(!fs.existsSync(path.join(home, 'models', 'tiny-moe')));
+  });
+
+  it('killed while fetching, it resumes without fetching a finished shard again', async () => {
+    const home = tmpDir('home');
+    // the third shard stalls (longer than the child waits): the child is killed while it waits
+    hub.arm(s(3), { kind: 'stall', at: 5000 });
+    const first = hub.fetchesOf(s(1));
+    const child = spawn(process.execPath, [BIN, 'pull', REPO, '--threads', '1', '-q'], { env: { ...process.env, WASTE_HOME: home, HF_ENDPOINT: hub.url }, stdio: 'ignore' });
+    try {
+      for (let i = 0; i < 600 && !(hub.fetchesOf(s(3)) > 0 && fs.existsSync(path.join(home, 'downloads', 'tiny-moe', `${s(3)}.part`))); i++) await new Promise((r) => setTimeout(r, 100));
+      assert.ok(hub.fetchesOf(s(3)) > 0, 'the child reached the third shard');
+    } finally {
+      child.kill('SIGKILL');
+      await new Promise((r) => child.once('exit', r));
+    }
+    assert.equal(hub.fetchesOf(s(1)) - first, 1);
+    // killed mid-job: the conversion had begun, nothing was published
+    assert.ok(fs.existsSync(path.join(home, 'models', 'tiny-moe.partial', 'convert.json')));
+    assert.ok(!fs.existsSync(path.join(home, 'models', 'tiny-moe')));
+    const r = await withHome(home, () => pull(REPO, { ...FAST, hub: { endpoint: hub.url } }));
+    assert.ok(r.resumed);
+    assert.equal(hub.fetchesOf(s(1)) - first, 1, 'the first shard was not fetched again');
+    assertSameContainer(r.dir, ref);
+  });
+});
+
+describe('waste list, rm, pull --dry-run', () => {
+  it('lists a pulled model with its source, resolves its name, removes it', async () => {
+    const src = checkpoint({ ...KL, seed: 33, shards: 2 }, 'hub-src');
+    const hub = await new HubServer(REPO, src).start();
+    const home = tmpDir('home');
+    try {
+      const env = { ...process.env, WASTE_HOME: home, HF_ENDPOINT: hub.url };
+      const p = await waste(['pull', REPO, '--name', 'mini', '-q'], env);
+      assert.equal(p.status, 0, p.stderr);
+      assert.match(p.stdout, /stored mini in /);
+      const l = spawnSync(process.execPath, [BIN, 'list', '--json'], { env, encoding: 'utf8' });
+      assert.equal(l.status, 0, l.stderr);
+      const rows = JSON.parse(l.stdout);
+      assert.equal(rows.length, 1);
+      assert.equal(rows[0].name, 'mini');
+      assert.equal(rows[0].repo, REPO);
+      assert.equal(rows[0].commit, hub.commit);
+      assert.ok(rows[0].size_bytes > 0 && rows[0].floor_bytes > 0 && rows[0].parameters > 0);
+      const t = spawnSync(process.execPath, [BIN, 'list'], { env, encoding: 'utf8' });
+      assert.match(t.stdout, /^NAME\s+ARCH\s+SIZE\s+PARAMS\s+FLOOR\s+SOURCE\nmini\s+/);
+      const info = spawnSync(process.execPath, [BIN, 'info', 'mini', '--json'], { env, encoding: 'utf8' });
+      assert.equal(info.status, 0, info.stderr);
+      const rm = spawnSync(process.execPath, [BIN, 'rm', 'mini'], { env, encoding: 'utf8' });
+      assert.equal(rm.status, 0, rm.stderr);
+      assert.ok(!fs.existsSync(path.join(home, 'models', 'mini')));
+      const gone = spawnSync(process.execPath, [BIN, 'info', 'mini'], { env, encoding: 'utf8' });
+      assert.equal(gone.status, 1);
+      assert.match(gone.stderr, /no model mini: not a directory here, nor a model in /);
+    } finally {
+      await hub.stop();
+    }
+  });
+
+  it('--dry-run on a short name prints sizes, floor and both peaks without the network', () => {
+    for (const [name, repo] of [
+      ['kimi-linear', 'moonshotai/Kimi-Linear-48B-A3B-Instruct'],
+      ['kimi-k3', 'moonshotai/Kimi-K3'],
+    ]) {
+      // an endpoint nothing listens on: any request would fail
+      const r = spawnSync(process.execPath, [BIN, 'pull', '--dry-run', name], { env: { ...process.env, WASTE_HOME: tmpDir('home'), HF_ENDPOINT: 'http://127.0.0.1:9' }, encoding: 'utf8' });
+      assert.equal(r.status, 0, r.stderr);
+      assert.ok(r.stdout.includes(repo));
+      assert.match(r.stdout, /checkpoint\s+\S+ \S+ in \d+ shards\n\s+container\s+\S+ \S+\n\s+floor \(4K ctx\)\s+\S+ \S+ of RAM\n\s+disk at peak\s+\S+ \S+ streaming .*, \S+ \S+ downloading everything first/);
+    }
+  });
+
+  it('--dry-run on a repository reads the listing and headers only', async () => {
+    const src = checkpoint({ ...KL, seed: 34, shards: 2 }, 'hub-src');
+    const hub = await new HubServer(REPO, src).start();
+    try {
+      const r = await waste(['pull', '--dry-run', REPO], { ...process.env, WASTE_HOME: tmpDir('home'), HF_ENDPOINT: hub.url });
+      assert.equal(r.status, 0, r.stderr);
+      assert.match(r.stdout, /disk at peak .* streaming, .* downloading everything first/);
+      // the shards were read only in ranges of their headers
+      for (const q of hub.requests.filter((q) => q.path.endsWith('.safetensors'))) assert.ok(q.range && /^bytes=(0-0|0-7|8-\d+)$/.test(q.range), `${q.range}`);
+    } finally {
+      await hub.stop();
+    }
+  });
+});
