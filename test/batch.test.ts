@@ -7,7 +7,10 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Model, type OpenOptions } from '../src/engine/model.js';
 import type { SequenceState } from '../src/model/architecture.js';
-import { sameBits, synth } from './helpers.js';
+import { copyContainer, sameBits, synth } from './helpers.js';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { WasteError } from '../src/util/errors.js';
 
 const argmax = (v: Float32Array) => v.reduce((b, x, i, a) => (x > a[b] ? i : b), 0);
 
@@ -146,6 +149,43 @@ describe('sessions generating at once share the passes and each gets what it get
         assert.deepEqual(together[i].tokens, alone[i].tokens, `job ${i}: tokens`);
         assert.ok(sameBits(together[i].last, alone[i].last), `job ${i}: last logits`);
       }
+    } finally {
+      await m.close();
+    }
+  });
+});
+
+describe('a forward pass that fails part-way', () => {
+  it('leaves its sessions refusing to continue (E_STATE, naming reset) until reset() or load()', async () => {
+    const dir = copyContainer(synth({ shape: 'tiny', seed: 12 }, 'lost-state'));
+    // damage every page of the first expert bank past its first: whatever layer 1 reads fails its CRC
+    const bank = fs.readdirSync(dir).filter((f) => /^experts-L\d+\.bin$/.test(f)).sort()[0];
+    const file = path.join(dir, bank);
+    const bytes = fs.readFileSync(file);
+    for (let at = 4096 + 100; at < bytes.length; at += 512) bytes[at] ^= 0x5a;
+    fs.writeFileSync(file, bytes);
+    const m = await Model.open(dir, { verify: true, threads: 1 });
+    try {
+      const s = m.newSession({ maxContext: 32 });
+      const code = async (p: Promise<unknown>) => {
+        try {
+          await p;
+          return 'ok';
+        } catch (e) {
+          assert.ok(e instanceof WasteError, String(e));
+          return `${e.code}: ${e.message}`;
+        }
+      };
+      const first = await code(s.forward([1, 2, 3]));
+      assert.match(first, /^E_IO: /);
+      const second = await code(s.forward([4]));
+      assert.match(second, /^E_STATE: the session's state was lost when a forward pass failed .*reset\(\)/);
+      s.reset();
+      // after reset() it runs again (and meets the same damaged record, not the lost state)
+      assert.match(await code(s.forward([1, 2, 3])), /^E_IO: /);
+      // a session the failure did not touch is unaffected
+      const other = m.newSession({ maxContext: 32 });
+      assert.match(await code(other.forward([1, 2, 3])), /^E_IO: /);
     } finally {
       await m.close();
     }

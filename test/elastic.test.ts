@@ -193,8 +193,12 @@ describe('elastic expert cache', () => {
       }
     }
     assert.ok(grew >= 1 && grew <= Math.ceil((30 * POLL_MS) / GROW_AFTER_MS));
-    // within the hysteresis band (margin … margin + 2 arenas) nothing moves
-    for (let i = 0; i < 20; i++) assert.equal(p.decide((t += GROW_AFTER_MS), { available: 1150 * MiB, psiSome10: 0 }, both), undefined);
+    // within the hysteresis band (margin … margin + 1¼ arenas) nothing moves: a shrink of one arena
+    // from just under the margin lands here, and must not grow straight back
+    for (const a of [1000, 1050, 1100, 1120]) for (let i = 0; i < 8; i++) assert.equal(p.decide((t += GROW_AFTER_MS), { available: a * MiB, psiSome10: 0 }, both), undefined, `${a} MiB`);
+    let back = false;
+    for (let i = 0; i < 8 && !back; i++) back = !!p.decide((t += GROW_AFTER_MS), { available: 1130 * MiB, psiSome10: 0 }, both);
+    assert.ok(back, 'above the band it grows again');
     // nothing to give back, or no reading at all: nothing happens
     assert.equal(p.decide((t += GROW_AFTER_MS), { available: 10 * MiB }, { canShrink: false, canGrow: true }), undefined);
     assert.equal(p.decide((t += GROW_AFTER_MS), {}, both), undefined);

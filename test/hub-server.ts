@@ -19,6 +19,8 @@ export interface Fault {
 
 export class HubServer {
   readonly requests: { path: string; range?: string; data?: boolean }[] = [];
+  /** Answer ranged requests with the whole file (HTTP 200), as a server without range support does. */
+  ignoreRanges = false;
   private readonly faults = new Map<string, Fault[]>();
   private readonly sockets = new Set<import('node:net').Socket>();
   private server!: http.Server;
@@ -93,7 +95,7 @@ export class HubServer {
       const bytes = fs.readFileSync(path.join(this.dir, name));
       let start = 0;
       let end = bytes.length - 1;
-      const m = range ? /^bytes=(\d+)-(\d*)$/.exec(range) : null;
+      const m = range && !this.ignoreRanges ? /^bytes=(\d+)-(\d*)$/.exec(range) : null;
       if (m) {
         start = Number(m[1]);
         end = m[2] ? Math.min(Number(m[2]), bytes.length - 1) : bytes.length - 1;

@@ -130,6 +130,21 @@ describe('waste pull: faults', () => {
     assert.ok(ranges.some((q) => Number(/bytes=(\d+)-/.exec(q)![1]) >= Math.floor(bytesOf(2) / 2)), `resumed past the cut: ${ranges}`);
   });
 
+  it('a server that answers ranged requests with the whole file is refused (nothing read into memory, nothing published)', async () => {
+    const home = tmpDir('home');
+    hub.ignoreRanges = true;
+    try {
+      await assert.rejects(
+        withHome(home, () => pull(REPO, { ...FAST, hub: { endpoint: hub.url } })),
+        (e: unknown) => e instanceof WasteError && e.code === 'E_IO' && /answered a ranged request \(bytes=[0-9-]+\) with the whole file \(HTTP 200, not 206\)/.test(e.message),
+      );
+    } finally {
+      hub.ignoreRanges = false;
+    }
+    const models = path.join(home, 'models');
+    assert.deepEqual(fs.existsSync(models) ? fs.readdirSync(models).filter((n) => !n.startsWith('.') && !n.endsWith('.partial')) : [], [], 'nothing published');
+  });
+
   it('a stalled server times out and the download goes on', async () => {
     const home = tmpDir('home');
     hub.arm(s(1), { kind: 'stall', at: 1000 });
@@ -220,6 +235,19 @@ describe('waste list, rm, pull --dry-run', () => {
       const gone = spawnSync(process.execPath, [BIN, 'info', 'mini'], { env, encoding: 'utf8' });
       assert.equal(gone.status, 1);
       assert.match(gone.stderr, /no model mini: not a directory here, nor a model in /);
+      // what an unfinished pull leaves (its downloads, a half-converted container) goes with rm too,
+      // and what an interrupted rm renamed aside is swept
+      fs.mkdirSync(path.join(home, 'downloads', 'half', 'x'), { recursive: true });
+      fs.mkdirSync(path.join(home, 'models', 'half.partial'), { recursive: true });
+      fs.mkdirSync(path.join(home, 'models', '.removing-old-999999999'), { recursive: true });
+      const half = spawnSync(process.execPath, [BIN, 'rm', 'half'], { env, encoding: 'utf8' });
+      assert.equal(half.status, 0, half.stderr);
+      assert.match(half.stdout, /^removed half: an unfinished pull's conversion, an unfinished pull's downloads/);
+      assert.deepEqual(fs.readdirSync(path.join(home, 'models')), []);
+      assert.deepEqual(fs.readdirSync(path.join(home, 'downloads')), []);
+      const none = spawnSync(process.execPath, [BIN, 'rm', 'half'], { env, encoding: 'utf8' });
+      assert.equal(none.status, 2, 'a usage error');
+      assert.match(none.stderr, /no model half in .*, and no pull of it in /);
     } finally {
       await hub.stop();
     }

@@ -4,7 +4,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { before, describe, it } from 'node:test';
 import { Model, type OpenOptions } from '../src/engine/model.js';
-import { planMemory } from '../src/engine/plan.js';
+import { planMemory, PROCESS_ALLOWANCE_BYTES } from '../src/engine/plan.js';
 import { availableRam, cgroupLimit, memoryPressure, usableRam } from '../src/engine/ram.js';
 import { WasteError } from '../src/util/errors.js';
 import { parseSize } from '../src/util/size.js';
@@ -194,16 +194,17 @@ describe('the budget is a ceiling', () => {
       assert.equal(big.defaultFrom, 'expert bytes');
       assert.equal(big.elasticLayout(big.defaultBudget).slots, big.totalExperts);
       assert.equal(big.osMarginBytes, 8 * GiB);
-      // available RAM less the margin bounds it: 1 GiB margin (at least), so 1 GiB + floor + 2 records available leaves 2 records over the floor
-      const avail = GiB + big.floorBytes + 2 * big.recordBytes;
+      // available RAM less the margin and the process's allowance bounds it: 1 GiB margin (at least),
+      // so 1 GiB + the allowance + floor + 2 records available leaves 2 records over the floor
+      const avail = GiB + PROCESS_ALLOWANCE_BYTES + big.floorBytes + 2 * big.recordBytes;
       const tight = planMemory(c, { threads: 2, ram: { physical: 4 * GiB, usable: 4 * GiB, available: avail, availableFrom: 'cgroup' } });
       assert.equal(tight.osMarginBytes, GiB);
       assert.equal(tight.defaultFrom, 'cgroup');
-      assert.equal(tight.defaultBudget, avail - GiB);
+      assert.equal(tight.defaultBudget, avail - GiB - PROCESS_ALLOWANCE_BYTES);
       const slots = tight.elasticLayout(tight.defaultBudget).slots;
       assert.ok(slots > tight.floorRecords && slots < tight.totalExperts, String(slots));
       // without MemAvailable: usable RAM less the margin
-      const noInfo = planMemory(c, { threads: 2, ram: { physical: 4 * GiB, usable: GiB + big.floorBytes + 3 * big.recordBytes } });
+      const noInfo = planMemory(c, { threads: 2, ram: { physical: 4 * GiB, usable: GiB + PROCESS_ALLOWANCE_BYTES + big.floorBytes + 3 * big.recordBytes } });
       assert.equal(noInfo.defaultFrom, 'usable RAM');
       const none = planMemory(c, { threads: 2, ram: { physical: 1, usable: 1, available: 1 } });
       assert.equal(none.defaultBudget, none.floorBytes);

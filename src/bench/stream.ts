@@ -57,6 +57,8 @@ export interface StreamBenchResult {
   resizes: CacheResize[];
   /** Major page faults of this process during the decode (from /proc/self/stat): what paging would show. */
   major_faults: number;
+  /** Records loaded at open from the container's learned hotlist (0: a cold cache). */
+  warmed: number;
   threads: number;
   io_threads: number;
   odirect: boolean;
@@ -125,7 +127,8 @@ export async function benchStream(dir: string, opts: StreamBenchOptions = {}): P
   const baseline = process.memoryUsage().rss;
   const trace = opts.routingTrace ? readTrace(opts.routingTrace) : undefined;
   const { tokens: _t, promptTokens: _p, routingTrace: _r, inputs: _i, log: _l, ...open } = opts;
-  const m = await Model.open(dir, { ...open, maxContext: Math.max(opts.maxContext ?? 0, promptTokens + tokens + 1) });
+  // a bench measures a cold cache unless told: run, chat and serve now leave a learned hotlist behind
+  const m = await Model.open(dir, { ...open, warm: open.warm ?? false, maxContext: Math.max(opts.maxContext ?? 0, promptTokens + tokens + 1) });
   try {
     const cfg = m.config;
     const moeLayers = cfg.layerKinds.flatMap((k, i) => (k.ffn === 'moe' ? [i] : []));
@@ -212,6 +215,7 @@ export async function benchStream(dir: string, opts: StreamBenchOptions = {}): P
       elastic: m.elastic !== undefined,
       resizes: after.resizes,
       major_faults: faults,
+      warmed: m.stats().warmed,
       threads: m.threads,
       io_threads: opts.ioThreads ?? 2,
       odirect: after.direct,
@@ -280,6 +284,7 @@ export function renderStream(r: StreamBenchResult): string {
     `decode  ${r.decode_tok_s.toFixed(3)} tok/s over ${r.tokens} tokens; I/O floor ${r.floor_tok_s.toFixed(3)} tok/s (${(r.floor_read_bytes_s / 1e9).toFixed(2)} GB/s raw) → ${(r.decode_tok_s / r.floor_tok_s).toFixed(2)} of the floor`,
     `hit rate ${(100 * r.hit_rate).toFixed(1)}%, ${(r.bytes_per_token / 1e6).toFixed(1)} MB read per token, ${r.read_wait_s.toFixed(2)} s waiting on reads`,
     `lookahead ${r.lookahead} experts × ${r.lookahead_layers} layers: ${r.speculative_reads} reads, ${r.speculative_used} used, ${gb(r.speculative_wasted_bytes)} wasted; guesses ${r.lookahead_by_depth.map((d) => `L+${d.depth} precision ${pct(d.precision)} recall ${pct(d.recall)}`).join(', ') || 'none'}`,
+    `${r.warmed ? `warm start: ${r.warmed} records from usage.waste` : 'cold start (no learned hotlist loaded)'}`,
     `RSS peak ${gb(r.peak_rss_bytes)}, baseline ${gb(r.baseline_rss_bytes)} (engine allocated ${gb(r.allocated_bytes)}); ${r.major_faults} major page faults while decoding`,
     r.elastic
       ? `elastic cache ${gb(r.cache_bytes)} of ${gb(r.cache_max_bytes)}, ${r.resizes.length} resize${r.resizes.length === 1 ? '' : 's'}${r.resizes.length ? ':' : ''}`

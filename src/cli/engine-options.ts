@@ -6,6 +6,8 @@ import { usableRam } from '../engine/ram.js';
 import { parseSize } from '../util/size.js';
 import { intArg } from './args.js';
 import { Progress } from './progress.js';
+import * as path from 'node:path';
+import { DEMO_MODEL, resolveModel } from '../store/names.js';
 
 /** The options every command that opens a model shares. */
 export interface EngineFlags {
@@ -49,10 +51,17 @@ export function addEngineOptions(cmd: Command): Command {
 
 /** --no-learn, for the commands that decode: they save the cache's hot set at close by default. */
 export function addLearnOption(cmd: Command): Command {
-  return cmd.option('--no-learn', "don't save the experts the cache holds at the end to the container's usage.waste (saved by default, so the next open starts warm)");
+  return cmd
+    .option('--learn', "save the experts the cache holds at the end to the model's usage.waste, so the next open starts warm (the default, except for the shipped demo model)")
+    .option('--no-learn', "don't save the learned hot set");
 }
 
-export function openOptions(f: EngineFlags): OpenOptions {
+/**
+ * The engine options of a command's flags. `model` (the MODEL argument of a command that learns by
+ * default) turns learning on unless --no-learn, except for the shipped demo model: its directory is
+ * the package's own (often read-only, and shared by every user of the install).
+ */
+export function openOptions(f: EngineFlags, model?: string): OpenOptions {
   return {
     budget: f.budget !== undefined && f.budget !== 'auto' ? parseSize(f.budget, usableRam().usable, 'budget') : undefined,
     threads: f.threads,
@@ -63,7 +72,7 @@ export function openOptions(f: EngineFlags): OpenOptions {
     verify: f.verify,
     direct: f.direct,
     warm: f.warm,
-    learn: f.learn ?? false,
+    learn: f.learn ?? (model !== undefined && !isShippedDemo(model)),
     vision: f.vision,
     imagePatches: f.imagePatches,
     maxContext: f.ctx,
@@ -85,4 +94,12 @@ function loadingBar(): (done: number, total: number) => void {
     bar.update(done);
     if (done === total) bar.done();
   };
+}
+
+function isShippedDemo(model: string): boolean {
+  try {
+    return path.resolve(resolveModel(model)) === path.resolve(DEMO_MODEL);
+  } catch {
+    return false;
+  }
 }

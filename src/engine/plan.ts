@@ -56,6 +56,13 @@ export function osMargin(usable: number): number {
   return Math.max(2 ** 30, Math.floor(usable / 8));
 }
 
+/**
+ * What the process holds outside its budget (Node and V8's heap, the worker threads, compiled
+ * kernels, logits arrays): the default leaves this too, so that a full cache still leaves the margin
+ * available and the elastic cache does not take its own growth for the machine's pressure.
+ */
+export const PROCESS_ALLOWANCE_BYTES = 512 * 2 ** 20;
+
 export interface ArenaPlan {
   /**
    * Trunk groups (layer indices; the head is index `layers`) held by this arena. An arena holds
@@ -98,7 +105,7 @@ export interface MemoryPlan {
   ram: UsableRam;
   /**
    * The default budget: the floor and every expert record (in the elastic cache's arenas), or less
-   * when available RAM minus the OS margin is less, never below the floor.
+   * when available RAM minus the OS margin and the process's own allowance is less, never below the floor.
    */
   defaultBudget: number;
   /** What bounded the default: every expert fits, available RAM (MemAvailable or the cgroup's headroom) less the margin, or only the floor fits. */
@@ -197,7 +204,7 @@ export function planFor(arch: Architecture, cfg: ModelConfig, groups: number[], 
   const osMarginBytes = osMargin(ram.usable);
   // every expert, in the elastic cache's arenas
   const all = elastic(Math.max(floorRecords, totalExperts)).bytes;
-  const room = Math.min(ram.usable, ram.available ?? ram.usable) - osMarginBytes;
+  const room = Math.min(ram.usable, ram.available ?? ram.usable) - osMarginBytes - PROCESS_ALLOWANCE_BYTES;
   const defaultBudget = Math.max(floorBytes, Math.min(all, room));
   const defaultFrom = all <= room ? 'expert bytes' : room <= floorBytes ? 'floor' : (ram.availableFrom ?? 'usable RAM');
   return {

@@ -8,6 +8,7 @@ import { WasteError } from '../util/errors.js';
 import { readBytes } from '../util/read.js';
 import { yieldToLoop } from '../util/yield-to-loop.js';
 import { type ImageRows, imageSpans, keysAt, mediaRows } from './image-rows.js';
+import { markStateLost, STATE_LOST } from './step-batcher.js';
 
 /** What a session needs from its model (kept narrow so the model can hand it out). */
 export interface SessionHost {
@@ -68,6 +69,8 @@ export class Session {
   /** The image at each position that took an image row (sparse; the same length as tokens). */
   private media: (string | undefined)[] = [];
   private last: Float32Array | undefined;
+  /** Why the state cannot be continued from (a forward pass failed part-way), until reset() or load(). */
+  private lost: string | undefined;
 
   constructor(
     private readonly host: SessionHost,
@@ -108,6 +111,7 @@ export class Session {
   /** All or nothing: a fault found in a later chunk must not leave the earlier ones consumed. */
   private check(ids: ArrayLike<number>): void {
     if (this.released) throw new WasteError('E_STATE', 'the session has been closed');
+    if (this.lost !== undefined) throw new WasteError('E_STATE', `the session's state was lost when a forward pass failed (${this.lost}); reset() it or load() a saved one`);
     const V = this.host.config.vocab;
     if (ids.length === 0) throw new WasteError('E_ARG', 'no tokens to run');
     for (let i = 0; i < ids.length; i++) {
@@ -153,12 +157,20 @@ export class Session {
       if (this.released) throw new WasteError('E_STATE', 'the session has been closed');
     };
     // a prompt with images runs alone, as it always did; everything else joins the model's batched passes
-    const logits = media
-      ? await this.host.exclusive(() => {
-          open();
-          return this.host.net.forward(this.state, ids, { allLogits, media });
-        })
-      : await this.host.step(this.state, ids, allLogits, open);
+    let logits: Float32Array;
+    try {
+      logits = media
+        ? await this.host.exclusive(() => {
+            open();
+            return this.host.net.forward(this.state, ids, { allLogits, media }).catch((e) => Promise.reject(markStateLost(e)));
+          })
+        : await this.host.step(this.state, ids, allLogits, open);
+    } catch (e) {
+      // a pass that failed part-way (a read error, a bad record) left this sequence's state between
+      // layers: refuse to continue from it rather than give silently wrong logits
+      if (e !== null && typeof e === 'object' && (e as { [STATE_LOST]?: boolean })[STATE_LOST]) this.lost = (e as Error).message ?? String(e);
+      throw e;
+    }
     for (let i = 0; i < ids.length; i++) {
       this.tokens.push(ids[i]);
       this.media.push(keys?.[i]);
@@ -230,6 +242,7 @@ export class Session {
 
   reset(): void {
     this.state.reset();
+    this.lost = undefined;
     this.tokens = [];
     this.media = [];
     this.last = undefined;
@@ -263,6 +276,7 @@ export class Session {
       check(saved);
     });
     this.tokens = history;
+    this.lost = undefined;
     // a saved session keeps no images: a position that may have held one matches no image and no placeholder
     const token = this.host.vision?.mediaToken;
     this.media = history.map((id) => (id === token ? UNKNOWN_IMAGE : undefined));

@@ -32,6 +32,17 @@ const REJOIN_TURNS = 4;
  * session that stops asking (done, aborted, closed) is out of the next pass. Each session's logits
  * are bit-identical to what it gets alone.
  */
+/**
+ * Marks an error thrown by a forward pass that had begun: the sequences in it may have been advanced
+ * through some layers and not others, so their sessions must be reset before they run again.
+ */
+export const STATE_LOST = Symbol('waste.stateLost');
+
+export function markStateLost(e: unknown): unknown {
+  if (e !== null && typeof e === 'object') (e as { [STATE_LOST]?: boolean })[STATE_LOST] = true;
+  return e;
+}
+
 export class StepBatcher {
   private waiting: Request[] = [];
   private scheduled = false;
@@ -121,6 +132,7 @@ export class StepBatcher {
     try {
       logits = await this.net.forwardBatch(entries);
     } catch (e) {
+      markStateLost(e);
       for (const { r } of batch) {
         this.drop(r);
         r.reject(e);

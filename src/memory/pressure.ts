@@ -26,7 +26,7 @@ export const CALM_POLLS = 4;
  * When the elastic cache should give arenas back or take one again: shrink as soon as available
  * RAM falls below the margin the default budget promised the system (or memory PSI says tasks are
  * stalling), by as many arenas as cover the shortfall; grow back one arena at a time, only after a
- * run of calm polls with room for the arena and another arena's worth to spare, so that a machine
+ * run of calm polls with room for the arena and a quarter arena to spare, so that a machine
  * hovering at the margin does not make the cache oscillate. The clock and the sample are given by
  * the caller, so tests drive it without time passing.
  */
@@ -65,7 +65,9 @@ export class MemoryPressure {
         why: short ? `${formatSize(avail!)} available, under the ${formatSize(this.marginBytes)} margin` : `memory pressure (PSI some avg10 ${psi!.toFixed(1)}%)`,
       };
     }
-    const roomy = avail === undefined || avail >= this.marginBytes + 2 * this.stepBytes;
+    // room for one more arena with the margin kept and a quarter arena to spare: a shrink leaves at
+    // most the margin plus one arena, so growth comes only from memory freed since
+    const roomy = avail === undefined || avail >= this.marginBytes + this.stepBytes + this.stepBytes / 4;
     const quiet = psi === undefined || psi < PSI_CALM;
     // without any reading there is nothing to grow back on
     if (avail === undefined && psi === undefined) return undefined;

@@ -65,10 +65,39 @@ export class Hub {
 
   /** The file as a Blob read over HTTP (nothing is fetched until it is read). */
   async blob(repo: string, commit: string, file: string, fetchFn?: typeof fetch): Promise<Blob> {
-    const b = await hubCall(`${repo}/${file}`, () => downloadFile({ ...this.params(repo), ...(fetchFn ? { fetch: fetchFn } : {}), revision: commit, path: file }));
+    const strict = rangesOnly(fetchFn ?? this.fetchFn ?? fetch, `${repo}/${file}`);
+    const b = await hubCall(`${repo}/${file}`, () => downloadFile({ ...this.params(repo), fetch: strict, revision: commit, path: file }));
     if (!b) throw new WasteError('E_IO', `${repo}@${commit.slice(0, 12)} has no file ${file}`);
     return b;
   }
+}
+
+/** A request that has no signal of its own (the shards' headers, the probe) gives up after this long. */
+export const REQUEST_TIMEOUT_MS = 60_000;
+
+/**
+ * Our own check on the library's ranged reads: it takes a 200 to a ranged request as the whole file,
+ * which it would read into memory (a shard of gigabytes) or, resuming, append at the wrong offset. A
+ * server that ignores ranges (or answers another range than asked) is refused with one line, and a
+ * request without a signal of its own gets a deadline, so a stalled planning step ends too.
+ */
+export function rangesOnly(base: typeof fetch, what: string, timeoutMs = REQUEST_TIMEOUT_MS): typeof fetch {
+  return async (input, init) => {
+    const range = new Headers(init?.headers ?? (input instanceof Request ? input.headers : undefined)).get('range');
+    const res = await base(input, init?.signal ? init : { ...init, signal: AbortSignal.timeout(timeoutMs) });
+    if (!range) return res;
+    const start = /^bytes=(\d+)-/.exec(range)?.[1];
+    const got = res.headers.get('content-range');
+    const wrong =
+      res.status === 200
+        ? 'with the whole file (HTTP 200, not 206)'
+        : res.status === 206 && start !== undefined && got !== null && !got.startsWith(`bytes ${start}-`)
+          ? `with another range (${got})`
+          : undefined;
+    if (!wrong) return res;
+    await res.body?.cancel().catch(() => {});
+    throw new WasteError('E_IO', `${what}: the server answered a ranged request (${range}) ${wrong}; a pull needs ranged reads`);
+  };
 }
 
 /** The library's errors (HTTP status, network) as one line that names what was asked for. */

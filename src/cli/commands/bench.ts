@@ -18,6 +18,7 @@ export function registerBench(program: Command): void {
       .option('--tokens <n>', 'tokens to decode', intArg(1, 1 << 20), 32)
       .option('--prompt-tokens <n>', 'tokens to prefill first', intArg(1, 1 << 20), 16)
       .option('--routing-trace <file>', 'replay a recorded routing trace instead of the router (timing only)')
+      .option('--warm-start', "start from the container's learned hotlist (usage.waste), as an open after a learned run does; off by default, so a bench measures a cold cache", false)
       .option('--cache-slots <n>', 'size the expert cache to exactly n records (the budget follows)', intArg(1, 1 << 24))
       .addOption(new Option('--inputs <how>', 'decode inputs: a fixed pseudo-random sequence, or each step\'s most likely token').choices(['random', 'greedy']).default('random')),
   )
@@ -30,7 +31,7 @@ export function registerBench(program: Command): void {
     .addOption(new Option('--image-route <route>', 'how --image becomes patches').choices(['waste', 'native']).default('waste'))
     .option('--quick', 'smaller buffers and shorter timing (less precise)', false)
     .option('--json', 'print JSON', false)
-    .action(async (model: string | undefined, o: EngineFlags & { image?: string; imageRoute: 'waste' | 'native'; kernels: boolean; layers: boolean; pages: boolean; dispatch: boolean; quick: boolean; json: boolean; shape: 'kimi-linear' | 'k3'; tokens: number; promptTokens: number; routingTrace?: string; inputs: 'random' | 'greedy'; cacheSlots?: number }) => {
+    .action(async (model: string | undefined, o: EngineFlags & { image?: string; imageRoute: 'waste' | 'native'; kernels: boolean; layers: boolean; pages: boolean; dispatch: boolean; quick: boolean; json: boolean; shape: 'kimi-linear' | 'k3'; tokens: number; promptTokens: number; routingTrace?: string; inputs: 'random' | 'greedy'; cacheSlots?: number; warmStart: boolean }) => {
       // no model and nothing else chosen: the demo model
       if (!model && !o.kernels && !o.layers && !o.pages && !o.dispatch) model = modelOrDemo(undefined);
       const log = (s: string) => process.stderr.write(`${s}\n`);
@@ -40,7 +41,7 @@ export function registerBench(program: Command): void {
         if (o.json) out.image = r;
         else process.stdout.write(renderImageBench(r));
       } else if (model) {
-        const r = await benchStream(model, { ...openOptions(o), tokens: o.tokens, promptTokens: o.promptTokens, routingTrace: o.routingTrace, inputs: o.inputs, cacheSlots: o.cacheSlots, log });
+        const r = await benchStream(model, { ...openOptions(o), warm: o.warmStart && o.warm, tokens: o.tokens, promptTokens: o.promptTokens, routingTrace: o.routingTrace, inputs: o.inputs, cacheSlots: o.cacheSlots, log });
         if (o.json) Object.assign(out, r);
         else process.stdout.write(renderStream(r));
       }

@@ -32,7 +32,7 @@ export function registerChat(program: Command): void {
   cmd.action(async (model: string | undefined, o: EngineFlags & GenerateFlags & ThinkingFlags & ImageFlags & { system?: string }, cmd: Command) => {
     const dir = modelOrDemo(model);
     requireTokenizerFiles(dir);
-    const m = await Model.open(dir, openOptions(o));
+    const m = await Model.open(dir, openOptions(o, dir));
     if (o.image.length && !m.vision) {
       await m.close();
       throw new WasteError('E_UNSUPPORTED', `${model ?? 'demo'} takes no images (it has no vision tower, or --no-vision was given)`);

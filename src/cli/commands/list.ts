@@ -4,7 +4,7 @@ import type { Command } from 'commander';
 import { planMemory } from '../../engine/plan.js';
 import { cpuCount } from '../../kernels/wasm/pool.js';
 import { architecture, openModelContainer } from '../../model/registry.js';
-import { checkStoreName, modelsDir, storedModel } from '../../store/home.js';
+import { checkStoreName, downloadsDir, modelsDir, storedModel } from '../../store/home.js';
 import { readRecord, sizeOnDisk } from '../../store/record.js';
 import { WasteError } from '../../util/errors.js';
 import { formatSize } from '../../util/size.js';
@@ -41,18 +41,56 @@ export function registerList(program: Command): void {
     });
   program
     .command('rm')
-    .description('remove a model from the local store')
-    .argument('<name>', 'a name from `waste list`')
+    .description('remove a model from the local store, with what an unfinished pull of it left (its downloads, a half-converted container)')
+    .argument('<name>', 'a name from `waste list`, or of a pull that did not finish')
     .action((name: string) => {
       checkStoreName(name);
-      const dir = storedModel(name);
-      if (!dir) throw new WasteError('E_ARG', `no model ${name} in ${modelsDir()}`);
-      // renamed aside first: the name is gone at once, even if deleting many GB is interrupted
-      const aside = path.join(modelsDir(), `.removing-${name}-${process.pid}`);
-      fs.renameSync(dir, aside);
-      fs.rmSync(aside, { recursive: true, force: true });
-      process.stdout.write(`removed ${name}\n`);
+      sweepRemovals();
+      const parts: [string, string | undefined][] = [
+        ['the model', storedModel(name)],
+        ["an unfinished pull's conversion", existing(path.join(modelsDir(), `${name}.partial`))],
+        ["an unfinished pull's downloads (or a kept checkpoint)", existing(path.join(downloadsDir(), name))],
+      ];
+      const found = parts.filter((p): p is [string, string] => p[1] !== undefined);
+      if (!found.length) throw new WasteError('E_ARG', `no model ${name} in ${modelsDir()}, and no pull of it in ${downloadsDir()}`);
+      for (const [, dir] of found) {
+        // renamed aside first: the name is gone at once, even if deleting many GB is interrupted
+        const aside = path.join(path.dirname(dir), `.removing-${path.basename(dir)}-${process.pid}`);
+        fs.renameSync(dir, aside);
+        fs.rmSync(aside, { recursive: true, force: true });
+      }
+      process.stdout.write(`removed ${name}: ${found.map(([what]) => what).join(', ')}\n`);
     });
+}
+
+function existing(dir: string): string | undefined {
+  return fs.existsSync(dir) ? dir : undefined;
+}
+
+/** What an interrupted `rm` left renamed aside (its process gone): deleted now. */
+function sweepRemovals(): void {
+  for (const root of [modelsDir(), downloadsDir()]) {
+    let names: string[] = [];
+    try {
+      names = fs.readdirSync(root);
+    } catch {
+      continue;
+    }
+    for (const n of names) {
+      const m = /^\.removing-.+-(\d+)$/.exec(n);
+      if (!m || alive(Number(m[1]))) continue;
+      fs.rmSync(path.join(root, n), { recursive: true, force: true });
+    }
+  }
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'EPERM';
+  }
 }
 
 /** Every stored model that opens, with what `waste list` shows. */

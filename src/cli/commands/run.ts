@@ -50,7 +50,7 @@ export function registerRun(program: Command): void {
     const { model, prompt: promptArg } = modelAndPrompt(first, second);
     const prompt = readPrompt(promptArg, o.file);
     requireTokenizerFiles(model);
-    const m = await Model.open(model, openOptions(o));
+    const m = await Model.open(model, openOptions(o, model));
     try {
       const ac = new AbortController();
       const onInt = () => ac.abort();

@@ -53,7 +53,7 @@ export function registerServe(program: Command): void {
     if (!LOOPBACK.has(o.host) && !o.apiKey) process.stderr.write(`waste serve: warning: listening on ${o.host} without --api-key: anyone who can reach this address can use the model\n`);
     const server = await startServer({
       model,
-      open: openOptions(o),
+      open: openOptions(o, model),
       host: o.host,
       port: o.port,
       apiKey: o.apiKey,
