@@ -1,4 +1,5 @@
 import { type StreamBenchOptions, type StreamBenchResult, benchStream } from './stream.js';
+import { median } from './measure.js';
 
 export interface LookaheadBenchOptions extends StreamBenchOptions {
   /** Lookahead depths to compare (default 0, 1, 2). */
@@ -33,10 +34,6 @@ export interface LookaheadBenchResult {
   arms: LookaheadArm[];
 }
 
-const median = (xs: number[]): number => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
-};
 
 /**
  * Decode streamed under one budget with each lookahead depth in turn, A B C A B C …, the model

@@ -21,3 +21,9 @@ export function table(rows: (string | number)[][], header: string[]): string {
   const widths = header.map((_, i) => Math.max(...cells.map((r) => r[i].length)));
   return cells.map((r) => r.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  ')).join('\n') + '\n';
 }
+
+/** The median (the mean of the middle two for an even count). */
+export function median(xs: readonly number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+}

@@ -1,5 +1,6 @@
 import { startServer } from '../server/server.js';
 import type { OpenOptions } from '../engine/options.js';
+import { median } from './measure.js';
 
 /**
  * Many clients at once against `waste serve`, with batching (--parallel: their decode steps in
@@ -86,7 +87,6 @@ async function streamOne(url: string, prompt: string, maxTokens: number, onText?
   return { sent, first: first || end, end, tokens };
 }
 
-const median = (v: number[]) => [...v].sort((a, b) => a - b)[Math.floor(v.length / 2)];
 
 export async function benchServerClients(opts: { model: string; clients: number[]; tokens?: number; budget?: number; repeat?: number; open?: OpenOptions; log?: (s: string) => void }): Promise<ClientsBench> {
   const T = opts.tokens ?? 64;

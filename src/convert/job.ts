@@ -6,6 +6,7 @@ import { WasteError, fromSystemError } from '../util/errors.js';
 import { isObject } from '../util/fields.js';
 import { CONVERTER_VERSION, type ConvertSettings } from './plan.js';
 import { readText } from '../util/read.js';
+import { processAlive } from '../util/process-alive.js';
 
 /**
  * A conversion in progress lives in `OUT.partial/`, with `convert.json` recording which units
@@ -91,7 +92,7 @@ export class Job {
       } catch {
         /* not a pid */
       }
-      if (Number.isInteger(pid) && pid > 0 && pid !== process.pid && alive(pid))
+      if (Number.isInteger(pid) && pid > 0 && pid !== process.pid && processAlive(pid))
         throw new WasteError('E_STATE', `another conversion (process ${pid}) is writing ${this.dir}; wait for it or stop it`);
       fs.rmSync(file, { force: true });
     }
@@ -124,14 +125,5 @@ function readState(file: string): JobState | undefined {
     return s as unknown as JobState;
   } catch {
     return undefined;
-  }
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code === 'EPERM';
   }
 }

@@ -8,6 +8,7 @@ import { checkStoreName, downloadsDir, modelsDir, storedModel } from '../../stor
 import { readRecord, sizeOnDisk } from '../../store/record.js';
 import { WasteError } from '../../util/errors.js';
 import { formatSize } from '../../util/size.js';
+import { processAlive } from '../../util/process-alive.js';
 
 interface Row {
   name: string;
@@ -78,18 +79,9 @@ function sweepRemovals(): void {
     }
     for (const n of names) {
       const m = /^\.removing-.+-(\d+)$/.exec(n);
-      if (!m || alive(Number(m[1]))) continue;
+      if (!m || processAlive(Number(m[1]))) continue;
       fs.rmSync(path.join(root, n), { recursive: true, force: true });
     }
-  }
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code === 'EPERM';
   }
 }
 
