@@ -549,8 +549,12 @@ describe('waste serve: the OpenAI-compatible API on the demo model', () => {
   });
 
   it('stops generating within a token or so when the client goes away', async () => {
+    // the demo may end a reply early; banning its end tokens keeps both replies running until the abort
+    const model = server.host.model;
+    const ends = [...model.config.eosTokenIds, model.tokenizer().specialId(model.chatFormat().assistantEnd)].filter((t): t is number => t !== undefined);
+    const logit_bias = Object.fromEntries(ends.map((t) => [String(t), -100]));
     const ac = new AbortController();
-    const r = await fetch(`${server.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ messages: user('Tell me a long story.'), max_tokens: 3000, stream: true }), signal: ac.signal });
+    const r = await fetch(`${server.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ messages: user('Tell me a long story.'), max_tokens: 3000, stream: true, logit_bias }), signal: ac.signal });
     const reader = r.body!.getReader();
     let got = 0;
     let buf = '';
@@ -572,7 +576,7 @@ describe('waste serve: the OpenAI-compatible API on the demo model', () => {
     // a request waiting for a whole JSON reply stops too
     const ac2 = new AbortController();
     const mark = lines.length;
-    const pending = fetch(`${server.url}/v1/chat/completions`, { method: 'POST', body: JSON.stringify({ messages: user('Tell me a long story.'), max_tokens: 3000 }), signal: ac2.signal }).catch(() => 'aborted');
+    const pending = fetch(`${server.url}/v1/chat/completions`, { method: 'POST', body: JSON.stringify({ messages: user('Tell me a long story.'), max_tokens: 3000, logit_bias }), signal: ac2.signal }).catch(() => 'aborted');
     await new Promise((res) => setTimeout(res, 300));
     ac2.abort();
     assert.equal(await pending, 'aborted');
