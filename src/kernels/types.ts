@@ -1,4 +1,3 @@
-import { WasteError } from '../util/errors.js';
 import type { Arena } from '../memory/arena.js';
 import type { Tensor } from '../container/tensor.js';
 
@@ -90,16 +89,6 @@ export interface Kernels {
    */
   vqApplyPair(rec: Uint8Array, a: VqMatrix, b: VqMatrix, rows: number, cols: number, g: VqGeometry): void;
 
-  /**
-   * vqApply of one matrix for several tokens (an expert serving several rows of a chunk): token i's
-   * table m.luts[i] into m.ys[i], each index of the record decoded once for all of them. Each
-   * output is bit-identical to its own vqApply call. At most MAX_VQ_MANY tokens.
-   */
-  vqApplyMany(rec: Uint8Array, m: VqMatrixMany, rows: number, cols: number, g: VqGeometry): void;
-
-  /** vqApplyPair for several tokens (an expert's gate and up): the same values as vqApplyPair per token. */
-  vqApplyPairMany(rec: Uint8Array, a: VqMatrixMany, b: VqMatrixMany, rows: number, cols: number, g: VqGeometry): void;
-
   /** One token of KDA preparation, in place: see KdaPrep. */
   kdaPrep(p: KdaPrep): void;
 
@@ -146,23 +135,6 @@ export interface VqMatrix {
   scaleOff: number;
   lut: Float32Array;
   y: Float32Array;
-}
-
-/** One matrix of an expert record for several tokens: each token's table and output, in the same order. */
-export interface VqMatrixMany {
-  idxOff: number;
-  scaleOff: number;
-  luts: readonly Float32Array[];
-  ys: readonly Float32Array[];
-}
-
-/** The most tokens one vqApplyMany / vqApplyPairMany call takes (its descriptors' room). */
-export const MAX_VQ_MANY = 64;
-
-/** A many-token call's tables and outputs pair up, and fit its descriptors' room. */
-export function manyChecked(m: VqMatrixMany): void {
-  if (m.luts.length !== m.ys.length) throw new WasteError('E_ARG', `vqApplyMany: ${m.luts.length} tables and ${m.ys.length} outputs`);
-  if (m.luts.length > MAX_VQ_MANY) throw new WasteError('E_ARG', `vqApplyMany: ${m.luts.length} tokens, at most ${MAX_VQ_MANY}`);
 }
 
 export interface VqGeometry {

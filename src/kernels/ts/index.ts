@@ -1,7 +1,7 @@
 import type { Tensor } from '../../container/tensor.js';
 import { Fmt } from '../../container/format.js';
 import { f16 } from '../../util/f16.js';
-import { type Activations, type KdaPrep, type Kernels, type MlaHeads, manyChecked, type VqGeometry, type VqMatrix, type VqMatrixMany } from '../types.js';
+import type { Activations, KdaPrep, Kernels, MlaHeads, VqGeometry, VqMatrix } from '../types.js';
 
 /**
  * The reference kernels, in plain TypeScript. Sums run in double precision and store to f32, so
@@ -291,16 +291,6 @@ const common: Omit<Kernels, 'name' | 'activations' | 'matmul' | 'matmulMany'> = 
   vqApplyPair(rec, a: VqMatrix, b: VqMatrix, rows, cols, g: VqGeometry) {
     common.vqApply(rec, a.idxOff, a.scaleOff, rows, cols, g, a.lut, a.y);
     common.vqApply(rec, b.idxOff, b.scaleOff, rows, cols, g, b.lut, b.y);
-  },
-
-  vqApplyMany(rec, m: VqMatrixMany, rows, cols, g: VqGeometry) {
-    manyChecked(m);
-    m.luts.forEach((lut, i) => common.vqApply(rec, m.idxOff, m.scaleOff, rows, cols, g, lut, m.ys[i]));
-  },
-
-  vqApplyPairMany(rec, a: VqMatrixMany, b: VqMatrixMany, rows, cols, g: VqGeometry) {
-    common.vqApplyMany(rec, a, rows, cols, g);
-    common.vqApplyMany(rec, b, rows, cols, g);
   },
 
   kdaPrep(p: KdaPrep) {

@@ -2,7 +2,7 @@ import { Fmt } from '../../container/format.js';
 import type { Tensor } from '../../container/tensor.js';
 import { type Arena, arenaOf } from '../../memory/arena.js';
 import { WasteError } from '../../util/errors.js';
-import { type Activations, type KdaPrep, type Kernels, MAX_VQ_MANY, type MlaHeads, type VqGeometry, type VqMatrix, type VqMatrixMany, manyChecked } from '../types.js';
+import type { Activations, KdaPrep, Kernels, MlaHeads, VqGeometry, VqMatrix } from '../types.js';
 import { type KernelExports, type ParallelKernel, instantiate, kernelModule } from './module.js';
 import { KernelPool } from './pool.js';
 
@@ -23,8 +23,6 @@ const TMP_STRIDE = 64 * 1024;
 /** The last bytes of the calling thread's scratch hold matmulMany's descriptors (24 bytes a matrix). */
 const FUSED_BYTES = 1024;
 const MAX_FUSED = FUSED_BYTES / 24;
-// the many-token VQ kernels' descriptors (two matrices, 8 bytes each, per token) share that room
-if (MAX_VQ_MANY * 16 > FUSED_BYTES) throw new Error('MAX_VQ_MANY outgrew the descriptors\' room');
 
 /** Prepared-activation bytes for `chunk` tokens of an input `widest` wide (any group size up to 1024). */
 function prepBytesFor(widest: number, chunk: number): number {
@@ -316,62 +314,6 @@ export class WasmKernels implements Kernels {
       align,
       2 * rows * vectors * g.stages * 4,
     );
-  }
-
-  vqApplyMany(rec: Uint8Array, m: VqMatrixMany, rows: number, cols: number, g: VqGeometry): void {
-    manyChecked(m);
-    if (!this.manyFits(m.luts.length, g)) {
-      m.luts.forEach((lut, i) => this.vqApply(rec, m.idxOff, m.scaleOff, rows, cols, g, lut, m.ys[i]));
-      return;
-    }
-    const a = this.arenaOfView(rec, 'rec');
-    const d = this.manyDescriptors(a, [m]);
-    const vectors = cols / g.vecDim;
-    const n = m.luts.length;
-    this.run('vq_apply_many', a, [this.at(rec, a, 'rec'), m.idxOff, m.scaleOff, d, n, vectors, g.stages, g.entries, g.indexBlock], rows, g.indexBlock > 0 ? g.indexBlock : 16, n * rows * vectors * g.stages * 4);
-  }
-
-  vqApplyPairMany(rec: Uint8Array, ma: VqMatrixMany, mb: VqMatrixMany, rows: number, cols: number, g: VqGeometry): void {
-    manyChecked(ma);
-    manyChecked(mb);
-    if (ma.luts.length !== mb.luts.length) throw new WasteError('E_ARG', `vqApplyPairMany: ${ma.luts.length} and ${mb.luts.length} tokens`);
-    if (!this.manyFits(ma.luts.length, g)) {
-      ma.luts.forEach((_, i) => this.vqApplyPair(rec, { idxOff: ma.idxOff, scaleOff: ma.scaleOff, lut: ma.luts[i], y: ma.ys[i] }, { idxOff: mb.idxOff, scaleOff: mb.scaleOff, lut: mb.luts[i], y: mb.ys[i] }, rows, cols, g));
-      return;
-    }
-    const a = this.arenaOfView(rec, 'rec');
-    const d = this.manyDescriptors(a, [ma, mb]);
-    const vectors = cols / g.vecDim;
-    const n = ma.luts.length;
-    this.run(
-      'vq_apply2_many',
-      a,
-      [this.at(rec, a, 'rec'), ma.idxOff, ma.scaleOff, mb.idxOff, mb.scaleOff, d, n, rows, vectors, g.stages, g.entries, g.indexBlock],
-      2 * rows,
-      g.indexBlock > 0 ? g.indexBlock : 16,
-      2 * n * rows * vectors * g.stages * 4,
-    );
-  }
-
-  /** Whether n tokens' accumulators (n · index block floats) fit below the descriptors in a thread's scratch. */
-  private manyFits(n: number, g: VqGeometry): boolean {
-    return n * Math.max(g.indexBlock, 0) * 4 <= TMP_STRIDE - FUSED_BYTES;
-  }
-
-  /**
-   * [token][matrix](table, output) as u32 offsets, at the end of the calling thread's scratch (the
-   * many-token kernels keep their accumulators below it: n · index block floats); the helpers read them there.
-   */
-  private manyDescriptors(a: Arena, ms: readonly VqMatrixMany[]): number {
-    const d = this.bind(a).tmp + TMP_STRIDE - FUSED_BYTES;
-    const n = ms[0].luts.length;
-    const desc = new Uint32Array(a.memory.buffer, d, n * 2 * ms.length);
-    for (let i = 0; i < n; i++)
-      ms.forEach((m, j) => {
-        desc[(i * ms.length + j) * 2] = this.at(m.luts[i], a, 'lut');
-        desc[(i * ms.length + j) * 2 + 1] = this.at(m.ys[i], a, 'y');
-      });
-    return d;
   }
 
   kdaPrep(p: KdaPrep): void {

@@ -6,7 +6,6 @@ import type { Arena } from '../../memory/arena.js';
 import { WasteError } from '../../util/errors.js';
 import { type Activation, type FfnWeights, activate, ffn } from './ffn.js';
 import type { Scratch } from './scratch.js';
-import { expertMany } from './expert-many.js';
 
 export interface MoeShape {
   experts: number;
@@ -139,34 +138,27 @@ function expert(h: MoeHost, L: number, w: MoeWeights, e: number, rec: Uint8Array
   const [bookG, bookU, bookD] = sx === s ? w.booksT : booksIn(L, w, sx);
   // the expert's input, where this arena's kernels can read it
   const xs = sx === s ? xin : xin === s.xLat ? sx.xLat : sx.norm;
-  // [slots] the (token, choice) slots routed to e, each token's gate/up tables built in this arena
-  const slots: number[] = [];
-  for (let t = 0; t < T; t++)
+  for (let t = 0; t < T; t++) {
     for (let j = 0; j < K; j++) {
       if (s.route[t * K + j] !== e) continue;
-      slots.push(t * K + j);
+      const lutG = sx.lut.subarray(2 * t * lutSize, (2 * t + 1) * lutSize);
+      const lutU = sx.lut.subarray((2 * t + 1) * lutSize, (2 * t + 2) * lutSize);
       if (!built[t]) {
         if (sx !== s) xs.set(xin.subarray(t * W, (t + 1) * W), t * W);
         const v = xs.subarray(t * W, (t + 1) * W);
-        k.vqLutPair(bookG, bookU, geom.stages, geom.entries, geom.vecDim, v, W, sx.lut.subarray(2 * t * lutSize, (2 * t + 1) * lutSize), sx.lut.subarray((2 * t + 1) * lutSize, (2 * t + 2) * lutSize));
+        k.vqLutPair(bookG, bookU, geom.stages, geom.entries, geom.vecDim, v, W, lutG, lutU);
         built[t] = 1;
       }
+      const sc = lay.scaleOff;
+      // gate and up in one call: one dispatch to the pool where there were two
+      k.vqApplyPair(rec, { idxOff: lay.gateOff, scaleOff: sc, lut: lutG, y: sx.ffA }, { idxOff: lay.upOff, scaleOff: sc + 2 * I, lut: lutU, y: sx.ffB }, I, W, geom);
+      activate(k, h.act, sx.ffA, sx.ffB, I);
+      k.vqLut(bookD, geom.stages, geom.entries, geom.vecDim, sx.ffA, I, sx.lutDown);
+      // an expert arena holds one output row at a time; the layer's scratch holds them all
+      const dst = sx === s ? s.expertOut.subarray((t * K + j) * W, (t * K + j + 1) * W) : sx.expertOut.subarray(0, W);
+      k.vqApply(rec, lay.downOff, sc + 4 * I, W, I, geom, sx.lutDown, dst);
+      if (sx !== s) s.expertOut.set(dst, (t * K + j) * W);
     }
-  // several tokens: the record's indices decoded once for all of them (the same bits per token)
-  if (slots.length > 1 && expertMany(h, rec, sx, s, bookD, slots, lutSize, W)) return;
-  for (const slot of slots) {
-    const t = Math.floor(slot / K);
-    const lutG = sx.lut.subarray(2 * t * lutSize, (2 * t + 1) * lutSize);
-    const lutU = sx.lut.subarray((2 * t + 1) * lutSize, (2 * t + 2) * lutSize);
-    const sc = lay.scaleOff;
-    // gate and up in one call: one dispatch to the pool where there were two
-    k.vqApplyPair(rec, { idxOff: lay.gateOff, scaleOff: sc, lut: lutG, y: sx.ffA }, { idxOff: lay.upOff, scaleOff: sc + 2 * I, lut: lutU, y: sx.ffB }, I, W, geom);
-    activate(k, h.act, sx.ffA, sx.ffB, I);
-    k.vqLut(bookD, geom.stages, geom.entries, geom.vecDim, sx.ffA, I, sx.lutDown);
-    // an expert arena holds one output row at a time; the layer's scratch holds them all
-    const dst = sx === s ? s.expertOut.subarray(slot * W, (slot + 1) * W) : sx.expertOut.subarray(0, W);
-    k.vqApply(rec, lay.downOff, sc + 4 * I, W, I, geom, sx.lutDown, dst);
-    if (sx !== s) s.expertOut.set(dst, slot * W);
   }
 }
 

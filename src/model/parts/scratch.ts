@@ -30,13 +30,6 @@ export function arenaAllocator(a: Arena): Allocator {
 }
 
 /**
- * Tokens an expert arena computes one expert for at once (docs/PERFORMANCE.md, "Many clients"):
- * their intermediate rows, down tables and outputs side by side, so the record's indices are
- * decoded once for all of them.
- */
-export const EXPERT_TOKENS = 4;
-
-/**
  * Working buffers for one chunk of T tokens in one arena, sized once from the shape and from what
  * the arena holds: an arena of trunk layers needs the layers' activations; an arena of expert
  * slots needs only what computing an expert takes — the tokens' inputs, their lookup tables (built
@@ -115,11 +108,9 @@ export class Scratch {
     this.qLat = m.f32(L * a.heads * a.kvLoraRank);
     this.scores = m.f32(L * a.heads * c.maxContext);
     this.ctx = m.f32(L * a.heads * a.kvLoraRank);
-    // layers: a chunk's dense or shared FFN (and a dense expert's row); experts: one expert's rows
-    // for up to EXPERT_TOKENS tokens
-    const R = Math.min(T, EXPERT_TOKENS);
-    this.ffA = m.f32(L ? T * c.inter : R * c.moe.inter);
-    this.ffB = m.f32(L ? T * c.inter : R * c.moe.inter);
+    // layers: a chunk's dense or shared FFN (and a dense expert's row); experts: one expert's row
+    this.ffA = m.f32(L ? T * c.inter : c.moe.inter);
+    this.ffB = m.f32(L ? T * c.inter : c.moe.inter);
     this.shared = m.f32(L * T * H);
     this.router = m.f32(L * T * E);
     this.route = m.i32(L * T * K);
@@ -128,8 +119,8 @@ export class Scratch {
     this.yLat = m.f32(L * T * c.latent);
     const lutSize = q ? (W / q.vecDim) * q.stages * q.entries : 0;
     this.lut = m.f32(X * 2 * T * lutSize);
-    this.lutDown = m.f32(X * R * (q ? (c.moe.inter / q.vecDim) * q.stages * q.entries : 0));
-    this.expertOut = m.f32(L ? T * K * W : R * W);
+    this.lutDown = m.f32(X * (q ? (c.moe.inter / q.vecDim) * q.stages * q.entries : 0));
+    this.expertOut = m.f32(L ? T * K * W : W);
     this.logits = m.f32(L * c.vocab);
     this.lookIds = m.i32(L * 64);
     this.lookW = m.f32(L * 64);
