@@ -1,6 +1,7 @@
 import { startServer } from '../server/server.js';
 import type { OpenOptions } from '../engine/options.js';
 import { median } from './measure.js';
+import { readTrace } from './stream.js';
 
 /**
  * Many clients at once against `waste serve`, with batching (--parallel: their decode steps in
@@ -19,6 +20,8 @@ export interface ClientsRow {
   ttft_s: number;
   /** Time to first text of one more request sent once the clients are all decoding (a second round; with batching only). */
   join_ttft_s: number;
+  /** Time to first text of a request of the joining request's length with nothing else running, on the same server just before (the "idle" the join is held against). */
+  idle_ttft_s: number;
   /** Expert bytes read from disk (prompts included, the joining request's too) ÷ tokens generated. */
   expert_bytes_per_token: number;
   tokens: number;
@@ -31,6 +34,10 @@ export interface ClientsRow {
 
 export interface ClientsBench {
   model: string;
+  /** Every expert read into the cache at open (compute-bound); else they stream as routed. */
+  preload: boolean;
+  /** The routing trace every row's experts were taken from (timing only: the replies are meaningless), or null: the model's router. */
+  routing_trace: string | null;
   budget_bytes: number;
   tokens_per_request: number;
   clients: ClientsRow[];
@@ -48,11 +55,19 @@ const PROMPTS = [
   'Write a short letter to a friend about a long voyage across the ocean and the people met on it.',
 ];
 
+/**
+ * The request that joins busy clients, and the one timed alone before it: the same length (one
+ * word differs, early enough that no kept session's history is a prefix of the other).
+ */
+const JOIN_PROMPT = 'Describe the captain of the whaling ship and the sea he sails on.';
+const IDLE_PROMPT = 'Describe the harpooner of the whaling ship and the sea he sails on.';
+
 interface Timing {
   sent: number;
   first: number;
   end: number;
   tokens: number;
+  promptTokens: number;
 }
 
 /** One streamed chat completion; `onText` is told of each piece of text. */
@@ -66,6 +81,7 @@ async function streamOne(url: string, prompt: string, maxTokens: number, onText?
   if (!r.ok) throw new Error(`HTTP ${r.status}: ${await r.text()}`);
   let first = 0;
   let tokens = 0;
+  let promptTokens = 0;
   let buf = '';
   const dec = new TextDecoder();
   for await (const part of r.body as unknown as AsyncIterable<Uint8Array>) {
@@ -80,15 +96,40 @@ async function streamOne(url: string, prompt: string, maxTokens: number, onText?
         if (!first) first = performance.now();
         onText?.();
       }
-      if (ev.usage) tokens = ev.usage.completion_tokens;
+      if (ev.usage) (tokens = ev.usage.completion_tokens), (promptTokens = ev.usage.prompt_tokens);
     }
   }
   const end = performance.now();
-  return { sent, first: first || end, end, tokens };
+  return { sent, first: first || end, end, tokens, promptTokens };
 }
 
 
-export async function benchServerClients(opts: { model: string; clients: number[]; tokens?: number; budget?: number; repeat?: number; open?: OpenOptions; log?: (s: string) => void }): Promise<ClientsBench> {
+/**
+ * Rows routed by a recorded trace instead of the router: row t of the p-th chunk to pass the first
+ * MoE layer takes trace token (13·p + 77·t) mod the trace's length, at every MoE layer (its i-th
+ * MoE layer the trace's i-th). 77 is prime to 300, so the rows of one pass (different sessions'
+ * steps, or one prompt's tokens) are distinct recorded tokens far apart in the trace: as much
+ * overlap as unrelated tokens of the real model have, where the synthetic router shares almost none.
+ */
+function traceRouter(file: string, moeLayers: number[], experts: number): (layer: number, row: number) => number[] | undefined {
+  const trace = readTrace(file);
+  let pass = -1;
+  return (L, row) => {
+    if (L === moeLayers[0] && row === 0) pass++;
+    const ids = trace[(13 * Math.max(0, pass) + 77 * row) % trace.length][moeLayers.indexOf(L)];
+    if (!ids) return undefined;
+    // the recorded ids on this container's experts, kept distinct
+    const out: number[] = [];
+    for (const e of ids) {
+      let x = e % experts;
+      while (out.includes(x)) x = (x + 1) % experts;
+      out.push(x);
+    }
+    return out;
+  };
+}
+
+export async function benchServerClients(opts: { model: string; clients: number[]; tokens?: number; budget?: number; repeat?: number; preload?: boolean; routingTrace?: string; open?: OpenOptions; log?: (s: string) => void }): Promise<ClientsBench> {
   const T = opts.tokens ?? 64;
   const log = opts.log ?? (() => {});
   const most = Math.max(...opts.clients);
@@ -101,10 +142,12 @@ export async function benchServerClients(opts: { model: string; clients: number[
     for (let k = 0; k < repeat; k++)
       for (const batching of [false, true]) {
         // one more slot than clients with batching, for the request that joins them
-        const server = await startServer({ model: opts.model, port: 0, log: false, parallel: batching ? n + 1 : 1, sessions: most + 1, open: { ...opts.open, ...(opts.budget ? { budget: opts.budget } : {}) } });
+        const server = await startServer({ model: opts.model, port: 0, log: false, parallel: batching ? n + 1 : 1, sessions: most + 1, open: { ...opts.open, ...(opts.budget ? { budget: opts.budget } : {}), ...(opts.preload ? { preloadExperts: true } : {}), ...(opts.routingTrace ? { lookahead: 0 } : {}) } });
         try {
           const m = server.host.model;
           budget = m.stats().budgetBytes;
+          if (opts.routingTrace)
+            m.setRouteOverride(traceRouter(opts.routingTrace, m.config.layerKinds.flatMap((k, i) => (k.ffn === 'moe' ? [i] : [])), m.config.moe.experts));
           await streamOne(server.url, 'Hello there.', 8);
           const before = m.stats().bytesRead;
           const firstMoe = m.config.layerKinds.findIndex((k) => k.ffn === 'moe');
@@ -119,15 +162,19 @@ export async function benchServerClients(opts: { model: string; clients: number[
           // then the same again with one more request joining once every client has had four
           // pieces of text (only with batching: without, it waits for all of them in the queue)
           let j: Timing | undefined;
+          let idle: Timing | undefined;
           if (batching) {
+            // "idle": a request of the joining one's length alone, just before, with the cache as the clients left it
+            idle = await streamOne(server.url, IDLE_PROMPT, 1);
             let started = 0;
             let joined: Promise<Timing> | undefined;
             const seen = new Array(n).fill(0);
             const onText = (i: number) => () => {
-              if (++seen[i] === 4 && ++started === n) joined = streamOne(server.url, PROMPTS[(n + 3) % PROMPTS.length], 1);
+              if (++seen[i] === 4 && ++started === n) joined = streamOne(server.url, JOIN_PROMPT, 1);
             };
             await Promise.all(Array.from({ length: n }, (_, i) => streamOne(server.url, PROMPTS[(i + 1) % PROMPTS.length], T, onText(i))));
             j = joined ? await joined : undefined;
+            if (j && idle.promptTokens !== j.promptTokens) log(`(the idle and joining prompts are ${idle.promptTokens} and ${j.promptTokens} tokens)`);
           }
           const tokens = t.reduce((s, x) => s + x.tokens, 0);
           const wall = (Math.max(...t.map((x) => x.end)) - Math.min(...t.map((x) => x.sent))) / 1000;
@@ -138,13 +185,14 @@ export async function benchServerClients(opts: { model: string; clients: number[
             per_request_tok_s: t.reduce((s, x) => s + x.tokens / ((x.end - x.sent) / 1000), 0) / n,
             ttft_s: t.reduce((s, x) => s + (x.first - x.sent) / 1000, 0) / n,
             join_ttft_s: j ? (j.first - j.sent) / 1000 : NaN,
+            idle_ttft_s: idle ? (idle.first - idle.sent) / 1000 : NaN,
             expert_bytes_per_token: read / tokens,
             tokens,
             passes,
             rows_per_pass: fed / passes,
             runs: 1,
           };
-          log(`${n} client${n > 1 ? 's' : ''}, batching ${batching ? 'on ' : 'off'}: ${row.aggregate_tok_s.toFixed(1)} tok/s aggregate, ${row.per_request_tok_s.toFixed(1)} per request, TTFT ${row.ttft_s.toFixed(3)} s (joining ${row.join_ttft_s.toFixed(3)} s), ${(row.expert_bytes_per_token / 1e6).toFixed(2)} MB of experts per token, ${passes} passes of ${row.rows_per_pass.toFixed(2)} tokens`);
+          log(`${n} client${n > 1 ? 's' : ''}, batching ${batching ? 'on ' : 'off'}: ${row.aggregate_tok_s.toFixed(1)} tok/s aggregate, ${row.per_request_tok_s.toFixed(1)} per request, TTFT ${row.ttft_s.toFixed(3)} s (joining ${row.join_ttft_s.toFixed(3)} s, alone ${row.idle_ttft_s.toFixed(3)} s), ${(row.expert_bytes_per_token / 1e6).toFixed(2)} MB of experts per token, ${passes} passes of ${row.rows_per_pass.toFixed(2)} tokens`);
           runs[batching ? 'on' : 'off'].push(row);
         } finally {
           await server.close();
@@ -160,6 +208,7 @@ export async function benchServerClients(opts: { model: string; clients: number[
         per_request_tok_s: med((x) => x.per_request_tok_s),
         ttft_s: med((x) => x.ttft_s),
         join_ttft_s: med((x) => x.join_ttft_s),
+        idle_ttft_s: med((x) => x.idle_ttft_s),
         expert_bytes_per_token: med((x) => x.expert_bytes_per_token),
         tokens: med((x) => x.tokens),
         passes: med((x) => x.passes),
@@ -168,14 +217,16 @@ export async function benchServerClients(opts: { model: string; clients: number[
       });
     }
   }
-  return { model: opts.model, budget_bytes: budget, tokens_per_request: T, clients: rows };
+  return { model: opts.model, preload: !!opts.preload, routing_trace: opts.routingTrace ?? null, budget_bytes: budget, tokens_per_request: T, clients: rows };
 }
 
 /** `--json`: the batched rows as the issue names them, the unbatched ones beside them. */
 export function clientsJson(r: ClientsBench): unknown {
-  const pick = (x: ClientsRow) => ({ clients: x.clients, aggregate_tok_s: x.aggregate_tok_s, per_request_tok_s: x.per_request_tok_s, ttft_s: x.ttft_s, join_ttft_s: x.join_ttft_s, expert_bytes_per_token: x.expert_bytes_per_token, tokens: x.tokens, passes: x.passes, rows_per_pass: x.rows_per_pass, runs: x.runs });
+  const pick = (x: ClientsRow) => ({ clients: x.clients, aggregate_tok_s: x.aggregate_tok_s, per_request_tok_s: x.per_request_tok_s, ttft_s: x.ttft_s, join_ttft_s: x.join_ttft_s, idle_ttft_s: x.idle_ttft_s, expert_bytes_per_token: x.expert_bytes_per_token, tokens: x.tokens, passes: x.passes, rows_per_pass: x.rows_per_pass, runs: x.runs });
   return {
     model: r.model,
+    preload: r.preload,
+    routing_trace: r.routing_trace,
     budget_bytes: r.budget_bytes,
     tokens_per_request: r.tokens_per_request,
     clients: r.clients.filter((x) => x.batching).map(pick),
@@ -186,12 +237,12 @@ export function clientsJson(r: ClientsBench): unknown {
 export function renderClientsBench(r: ClientsBench): string {
   const one = r.clients.find((x) => x.clients === 1 && x.batching);
   const lines = [
-    `serving ${r.model} to many clients at once (${r.tokens_per_request} tokens each, greedy; budget ${(r.budget_bytes / 1e9).toFixed(2)} GB; medians of ${r.clients[0]?.runs ?? 0} runs)`,
-    `  clients  batching  aggregate tok/s  (× 1 client)  per request tok/s  TTFT s  joining TTFT s  expert MB/token  tokens/pass`,
+    `serving ${r.model} to many clients at once (${r.tokens_per_request} tokens each, greedy; budget ${(r.budget_bytes / 1e9).toFixed(2)} GB${r.preload ? ', every expert preloaded' : ''}${r.routing_trace ? `; experts routed by the trace ${r.routing_trace} (replies meaningless, lookahead off)` : ''}; medians of ${r.clients[0]?.runs ?? 0} runs)`,
+    `  clients  batching  aggregate tok/s  (× 1 client)  per request tok/s  TTFT s  joining TTFT s  (× alone)  expert MB/token  tokens/pass`,
   ];
   for (const x of r.clients)
     lines.push(
-      `  ${String(x.clients).padStart(7)}  ${(x.batching ? 'on' : 'off').padEnd(8)}  ${x.aggregate_tok_s.toFixed(1).padStart(15)}  ${one ? `×${(x.aggregate_tok_s / one.aggregate_tok_s).toFixed(2)}`.padStart(12) : ''}  ${x.per_request_tok_s.toFixed(1).padStart(17)}  ${x.ttft_s.toFixed(3).padStart(6)}  ${x.join_ttft_s.toFixed(3).padStart(14)}  ${(x.expert_bytes_per_token / 1e6).toFixed(3).padStart(15)}  ${x.rows_per_pass.toFixed(2).padStart(11)}`,
+      `  ${String(x.clients).padStart(7)}  ${(x.batching ? 'on' : 'off').padEnd(8)}  ${x.aggregate_tok_s.toFixed(1).padStart(15)}  ${one ? `×${(x.aggregate_tok_s / one.aggregate_tok_s).toFixed(2)}`.padStart(12) : ''}  ${x.per_request_tok_s.toFixed(1).padStart(17)}  ${x.ttft_s.toFixed(3).padStart(6)}  ${x.join_ttft_s.toFixed(3).padStart(14)}  ${(Number.isNaN(x.join_ttft_s) ? '' : `×${(x.join_ttft_s / x.idle_ttft_s).toFixed(2)}`).padStart(9)}  ${(x.expert_bytes_per_token / 1e6).toFixed(3).padStart(15)}  ${x.rows_per_pass.toFixed(2).padStart(11)}`,
     );
   return lines.join('\n') + '\n';
 }
