@@ -11,7 +11,8 @@
  *   tokenizer  encoding 1 MB of multilingual text, next to the tiktoken package
  *   server     one reply through the library, HTTP JSON and HTTP SSE; free vs schema-enforced decode
  *              (--clients 1,2,4,8: that many clients at once, batching on and off; MODEL, --budget SIZE, --ctx N,
- *              --tokens N per request, --repeat R runs each, medians)
+ *              --tokens N per request, --repeat R runs each, medians; --preload: every expert read at open, compute-bound;
+ *              --trace TRACE.jsonl: each row's experts from a recorded routing trace, lookahead off)
  *   relaxed    relaxed-SIMD instructions against their defined answers, under each of V8's compilers
  *   lookahead  MODEL: decode streamed with each lookahead depth in turn (--depths 0,1,2 --rounds 3 --tokens N --prompt-tokens N
  *              --cache-slots N --lookahead K --trace FILE --inputs greedy): speed, stalls, bytes wasted, guess precision/recall
@@ -80,6 +81,8 @@ if (what === 'kernels') {
     tokens: valueOf('--tokens') ? Number(valueOf('--tokens')) : undefined,
     repeat: valueOf('--repeat') ? Number(valueOf('--repeat')) : undefined,
     budget: budget ? parseSize(budget, undefined, '--budget') : undefined,
+    preload: args.includes('--preload'),
+    routingTrace: valueOf('--trace'),
     open: valueOf('--ctx') ? { maxContext: Number(valueOf('--ctx')) } : undefined,
     log: (s) => process.stderr.write(`${s}\n`),
   });

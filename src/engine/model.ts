@@ -312,8 +312,8 @@ export class Model implements SessionHost {
     return (this.net.profile = {});
   }
 
-  /** Replace the router's choices with a recorded trace (benchmarks only: the output is meaningless). */
-  setRouteOverride(fn: ((layer: number) => number[] | undefined) | undefined): void {
+  /** Replace the router's choices with a recorded trace (benchmarks only: the output is meaningless): ids for MoE layer L, row `row` of the chunk in flight. */
+  setRouteOverride(fn: ((layer: number, row: number) => number[] | undefined) | undefined): void {
     this.net.routeOverride = fn;
   }
 

@@ -154,8 +154,8 @@ export interface Network {
   maxStateBytes(limit: number): number;
   /** When set, wall time in ms is added up per phase. */
   profile?: Record<string, number>;
-  /** Replace the router's choice (a recorded routing trace, for benchmarks): ids for layer L. */
-  routeOverride?: (layer: number) => number[] | undefined;
+  /** Replace the router's choice (a recorded routing trace, for benchmarks): ids for layer L, for row `row` of the chunk in flight. */
+  routeOverride?: (layer: number, row: number) => number[] | undefined;
   /** Told the experts chosen for each token of a chunk at MoE layer L ([T][topK], selection order). */
   routeObserver?: (layer: number, route: Int32Array, T: number) => void;
 }

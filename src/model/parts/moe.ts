@@ -40,7 +40,7 @@ export interface MoeHost {
   readonly geom: VqGeometry | undefined;
   readonly record: RecordLayout | undefined;
   scratchOf(a: Arena): Scratch;
-  readonly routeOverride?: (layer: number) => number[] | undefined;
+  readonly routeOverride?: (layer: number, row: number) => number[] | undefined;
   readonly routeObserver?: (layer: number, route: Int32Array, T: number) => void;
 }
 
@@ -58,8 +58,11 @@ export function moe(h: MoeHost, L: number, w: MoeWeights, T: number, s: Scratch)
   k.matmul(w.router, s.norm, s.router, T);
   for (let t = 0; t < T; t++)
     k.moeRoute(s.router.subarray(t * E, (t + 1) * E), w.bias, E, K, s.route.subarray(t * K, (t + 1) * K), s.routeW.subarray(t * K, (t + 1) * K), renormalize, routedScale);
-  const forced = h.routeOverride?.(L);
-  if (forced) for (let t = 0; t < T; t++) for (let j = 0; j < K; j++) s.route[t * K + j] = forced[j % forced.length];
+  if (h.routeOverride)
+    for (let t = 0; t < T; t++) {
+      const forced = h.routeOverride(L, t);
+      if (forced) for (let j = 0; j < K; j++) s.route[t * K + j] = forced[j % forced.length];
+    }
   h.routeObserver?.(L, s.route.subarray(0, T * K), T);
 
   const lat = w.latent;

@@ -39,7 +39,7 @@ export abstract class KimiNetwork<C extends KimiFamilyConfig, Layer> implements 
   readonly geom: VqGeometry | undefined;
   private readonly scratch = new Map<Arena, Scratch>();
   profile?: Record<string, number>;
-  routeOverride?: (layer: number) => number[] | undefined;
+  routeOverride?: (layer: number, row: number) => number[] | undefined;
   routeObserver?: (layer: number, route: Int32Array, T: number) => void;
   abstract readonly act: Activation;
 
