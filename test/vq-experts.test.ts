@@ -5,7 +5,7 @@ import type { GatedActivation, Kernels, VqExpertJob, VqExpertShape, VqGeometry }
 import { WasmKernels } from '../src/kernels/wasm/index.js';
 import { ARENA_RESERVED, Arena } from '../src/memory/arena.js';
 import { MemoryBudget } from '../src/memory/budget.js';
-import { encodeF16 } from '../src/util/f16.js';
+import { decodeF16, encodeF16 } from '../src/util/f16.js';
 import { Rng } from '../src/util/prng.js';
 import { relErr, sameBits } from './helpers.js';
 
@@ -100,6 +100,43 @@ describe(`vqExperts [seed ${seed}]`, () => {
       }
     });
   }
+
+  it('vqApply over tables wider than one pass holds: the bits of the f32 sums in vector order, on 1–3 threads', () => {
+    const f = Math.fround;
+    for (const [rows, vectors, stages, B] of [[130, 700, 3, 64], [70, 450, 2, 16]]) {
+      const g: VqGeometry = { stages, entries: 256, vecDim: 8, indexBlock: B };
+      const padded = Math.ceil(rows / B) * B;
+      const idxBytes = padded * vectors * stages;
+      const bytes = 48 + idxBytes + 2 * rows + 64;
+      const rec = arena.u8(arena.alloc(bytes, 4096), bytes);
+      for (let i = 48; i < 48 + idxBytes; i++) rec[i] = rng.int(256);
+      const scaleOff = 48 + idxBytes;
+      for (let r = 0; r < rows; r++) {
+        const h = encodeF16(rng.uniform(0.01, 0.2));
+        rec[scaleOff + 2 * r] = h & 0xff;
+        rec[scaleOff + 2 * r + 1] = h >> 8;
+      }
+      const lut = randF32(arena, vectors * stages * 256);
+      // the kernel's arithmetic: per vector the stages summed in order, added to the row's f32 sum, scaled at the end
+      const want = new Float32Array(rows);
+      for (let r = 0; r < rows; r++) {
+        const blk = Math.floor(r / B);
+        let acc = 0;
+        for (let v = 0; v < vectors; v++) {
+          const o = 48 + ((blk * vectors + v) * B + (r - blk * B)) * stages;
+          let t = lut[v * stages * 256 + rec[o]];
+          for (let st = 1; st < stages; st++) t = f(t + lut[(v * stages + st) * 256 + rec[o + st]]);
+          acc = f(acc + t);
+        }
+        want[r] = f(acc * decodeF16(rec[scaleOff + 2 * r] | (rec[scaleOff + 2 * r + 1] << 8)));
+      }
+      for (const [label, k] of [['w1', w1], ['w2', w2], ['w3', w3]] as [string, Kernels][]) {
+        const y = arena.allocF32(rows);
+        k.vqApply(rec, 48, scaleOff, rows, vectors * 8, g, lut, y);
+        assert.ok(sameBits(y, want), `${label}: ${rows} rows × ${vectors} vectors, ${stages} stages: not the bits of one pass`);
+      }
+    }
+  });
 
   it('working rows that make the arena grow: the same bits, fewer jobs than threads and as many', async () => {
     for (const n of [1, 2]) {
