@@ -2,6 +2,7 @@
 export { mm, mm16, mmn, mvt } from './matmul';
 export { act_prep, act_prep16 } from './prep';
 export { vq_lut, vq_apply, vq_lut2, vq_apply2 } from './vq';
+export { vq_experts } from './vq-experts';
 export { kda_prep, kda_step, kda_out } from './kda';
 export { mla_heads } from './mla';
 export { rmsnorm, silu_mul, situ_mul, sigmoid_mul, attn_res, add, moe_route, moe_combine, read_bw } from './elementwise';

@@ -1,6 +1,9 @@
 // Residual vector-quantized experts through lookup tables: never expanded into weights.
 import { f16 } from './common';
 
+/** Bytes of lookup tables one pass of vq_apply walks (see there). */
+const TABLE_BYTES: usize = 512 * 1024;
+
 /**
  * lut[(v·stages + s)·entries + e] = x[v·vecDim …] · book_s[e] for v in [v0, v1), reading the
  * stage books transposed as [stage][dim][entry] so the entries vectorize.
@@ -61,14 +64,33 @@ export function vq_apply(rec: usize, idxOff: i32, scaleOff: i32, lut: usize, y: 
     }
     return;
   }
+  // The tables a pass over the rows walks are kept under TABLE_BYTES so they stay in the core's L2
+  // (K3's gate and up tables are 1.4 MB, Kimi-Linear's 0.86 MB): wider matrices take several
+  // passes over the vectors, each row's running sum kept in y between passes — the same f32
+  // additions in the same order as one pass.
+  const passes = max(1, <i32>((<usize>vectors * vstride + TABLE_BYTES - 1) / TABLE_BYTES));
+  const per = (vectors + passes - 1) / passes;
+  for (let v0 = 0; v0 < vectors; v0 += per) {
+    const v1 = min(vectors, v0 + per);
+    applyPass(idx, scales, lut, y, vectors, stages, entries, B, tmp, r0, r1, v0, v1);
+  }
+}
+
+/** Vectors [v0, v1) of vq_apply's blocked form for rows [r0, r1): from zero when v0 = 0 (else from the sums in y), scaled when v1 = vectors (else the sums left in y). */
+function applyPass(idx: usize, scales: usize, lut: usize, y: usize, vectors: i32, stages: i32, entries: i32, B: i32, tmp: usize, r0: i32, r1: i32, v0: i32, v1: i32): void {
+  const vstride = <usize>stages * <usize>entries * 4;
+  const e1 = <usize>entries << 2;
+  const e2 = e1 << 1;
+  const st = <usize>stages;
   let rs = r0;
   while (rs < r1) {
     const b = rs / B;
     const re = min(r1, (b + 1) * B);
     const nr = re - rs;
     const rin0 = rs - b * B;
-    for (let r = 0; r < nr; r++) store<f32>(tmp + (<usize>r << 2), 0);
-    for (let v = 0; v < vectors; v++) {
+    if (v0 == 0) for (let r = 0; r < nr; r++) store<f32>(tmp + (<usize>r << 2), 0);
+    else for (let r = 0; r < nr; r++) store<f32>(tmp + (<usize>r << 2), load<f32>(y + (<usize>(rs + r) << 2)));
+    for (let v = v0; v < v1; v++) {
       const T = lut + <usize>v * vstride;
       let ix = idx + ((<usize>b * <usize>vectors + <usize>v) * <usize>B + <usize>rin0) * st;
       if (stages == 3) {
@@ -101,10 +123,12 @@ export function vq_apply(rec: usize, idxOff: i32, scaleOff: i32, lut: usize, y: 
         }
       }
     }
-    for (let r = 0; r < nr; r++) {
-      const row = rs + r;
-      store<f32>(y + (<usize>row << 2), load<f32>(tmp + (<usize>r << 2)) * f16(<u32>load<u16>(scales + (<usize>row << 1))));
-    }
+    if (v1 == vectors)
+      for (let r = 0; r < nr; r++) {
+        const row = rs + r;
+        store<f32>(y + (<usize>row << 2), load<f32>(tmp + (<usize>r << 2)) * f16(<u32>load<u16>(scales + (<usize>row << 1))));
+      }
+    else for (let r = 0; r < nr; r++) store<f32>(y + (<usize>(rs + r) << 2), load<f32>(tmp + (<usize>r << 2)));
     rs = re;
   }
 }

@@ -1,4 +1,4 @@
-import type { ExpertStore } from '../core/expert-store.js';
+import type { ExpertStore, LandedRecord } from '../core/expert-store.js';
 import type { Arena } from '../memory/arena.js';
 import type { CacheSlot, ExpertCache } from './cache.js';
 
@@ -28,6 +28,12 @@ export class StreamedExperts implements ExpertStore {
   ) {}
 
   each(layer: number, ids: readonly number[], compute: (expert: number, record: Uint8Array, arena: Arena) => void, meanwhile?: () => void): void {
+    this.eachLanded(layer, ids, (landed) => {
+      for (const r of landed) compute(r.expert, r.record, r.arena);
+    }, meanwhile);
+  }
+
+  eachLanded(layer: number, ids: readonly number[], compute: (landed: readonly LandedRecord[]) => void, meanwhile?: () => void): void {
     this.score(layer, ids);
     const cache = this.cache;
     let ran = false;
@@ -40,13 +46,16 @@ export class StreamedExperts implements ExpertStore {
       ran = true;
       try {
         while (slots.length) {
-          const at = cache.waitAny(slots);
-          const slot = slots[at];
-          const rec = cache.record(slot);
-          compute(want[at], rec, slot.arena);
-          slots.splice(at, 1);
-          want.splice(at, 1);
-          cache.release(slot);
+          // the first to land, then every other one already in, in request order
+          const first = cache.waitAny(slots);
+          const take = slots.map((_, k) => k).filter((k) => k === first || cache.landed(slots[k]));
+          const landed = take.map((k) => ({ expert: want[k], record: cache.record(slots[k]), arena: slots[k].arena }));
+          compute(landed);
+          for (let k = take.length - 1; k >= 0; k--) {
+            const [slot] = slots.splice(take[k], 1);
+            want.splice(take[k], 1);
+            cache.release(slot);
+          }
         }
       } finally {
         // a fault mid-layer leaves no slot pinned

@@ -89,6 +89,16 @@ export interface Kernels {
    */
   vqApplyPair(rec: Uint8Array, a: VqMatrix, b: VqMatrix, rows: number, cols: number, g: VqGeometry): void;
 
+  /**
+   * Whole routed experts of one layer, each applied to one token whose gate and up tables are built:
+   * per job, gate and up (vqApplyPair), the gated activation, the down table (vqLut) and down
+   * (vqApply) into the job's `y` [width], with the same values as those calls. With threads, the
+   * jobs are split between them (each expert whole on one thread: one dispatch for them all, not
+   * three per expert). Every record and table must be in one arena (`y` may be anywhere). Returns
+   * false, having computed nothing, when that arena has no room for the threads' working rows.
+   */
+  vqExperts(jobs: readonly VqExpertJob[], shape: VqExpertShape): boolean;
+
   /** One token of KDA preparation, in place: see KdaPrep. */
   kdaPrep(p: KdaPrep): void;
 
@@ -136,6 +146,35 @@ export interface VqMatrix {
   lut: Float32Array;
   y: Float32Array;
 }
+
+/** One job of vqExperts: an expert record, one token's gate and up tables for it, and where its output row goes. */
+export interface VqExpertJob {
+  rec: Uint8Array;
+  lutGate: Float32Array;
+  lutUp: Float32Array;
+  /** [width] */
+  y: Float32Array;
+}
+
+/** What every job of one vqExperts call shares: the record layout, the widths, the down books and the activation. */
+export interface VqExpertShape {
+  gateOff: number;
+  upOff: number;
+  downOff: number;
+  /** The f16 row scales: gate's, then up's at +2·inter, down's at +4·inter. */
+  scaleOff: number;
+  /** Rows of gate and up, columns of down. */
+  inter: number;
+  /** Columns of gate and up (the expert's input), rows of down. */
+  width: number;
+  g: VqGeometry;
+  /** The down kind's stage books transposed, [stage][dim][entry], in the records' arena. */
+  booksDown: Float32Array;
+  act: GatedActivation;
+}
+
+/** SiLU(g)·u, or SiTU-GLU with its two βs. */
+export type GatedActivation = { kind: 'silu' } | { kind: 'situ'; beta: number; linearBeta: number };
 
 export interface VqGeometry {
   stages: number;

@@ -1,7 +1,7 @@
 import type { Tensor } from '../../container/tensor.js';
 import { Fmt } from '../../container/format.js';
 import { f16 } from '../../util/f16.js';
-import type { Activations, KdaPrep, Kernels, MlaHeads, VqGeometry, VqMatrix } from '../types.js';
+import type { Activations, KdaPrep, Kernels, MlaHeads, VqExpertJob, VqExpertShape, VqGeometry, VqMatrix } from '../types.js';
 
 /**
  * The reference kernels, in plain TypeScript. Sums run in double precision and store to f32, so
@@ -291,6 +291,23 @@ const common: Omit<Kernels, 'name' | 'activations' | 'matmul' | 'matmulMany'> = 
   vqApplyPair(rec, a: VqMatrix, b: VqMatrix, rows, cols, g: VqGeometry) {
     common.vqApply(rec, a.idxOff, a.scaleOff, rows, cols, g, a.lut, a.y);
     common.vqApply(rec, b.idxOff, b.scaleOff, rows, cols, g, b.lut, b.y);
+  },
+
+  vqExperts(jobs: readonly VqExpertJob[], x: VqExpertShape) {
+    const I = x.inter;
+    const W = x.width;
+    const g = x.g;
+    const a = new Float32Array(I);
+    const b = new Float32Array(I);
+    const lutD = new Float32Array((I / g.vecDim) * g.stages * g.entries);
+    for (const j of jobs) {
+      common.vqApplyPair(j.rec, { idxOff: x.gateOff, scaleOff: x.scaleOff, lut: j.lutGate, y: a }, { idxOff: x.upOff, scaleOff: x.scaleOff + 2 * I, lut: j.lutUp, y: b }, I, W, g);
+      if (x.act.kind === 'silu') common.siluMul(a, b, I);
+      else common.situMul(a, b, I, x.act.beta, x.act.linearBeta);
+      common.vqLut(x.booksDown, g.stages, g.entries, g.vecDim, a, I, lutD);
+      common.vqApply(j.rec, x.downOff, x.scaleOff + 4 * I, W, I, g, lutD, j.y);
+    }
+    return true;
   },
 
   kdaPrep(p: KdaPrep) {

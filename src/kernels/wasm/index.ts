@@ -2,7 +2,7 @@ import { Fmt } from '../../container/format.js';
 import type { Tensor } from '../../container/tensor.js';
 import { type Arena, arenaOf } from '../../memory/arena.js';
 import { WasteError } from '../../util/errors.js';
-import type { Activations, KdaPrep, Kernels, MlaHeads, VqGeometry, VqMatrix } from '../types.js';
+import type { Activations, KdaPrep, Kernels, MlaHeads, VqExpertJob, VqExpertShape, VqGeometry, VqMatrix } from '../types.js';
 import { type KernelExports, type ParallelKernel, instantiate, kernelModule } from './module.js';
 import { KernelPool } from './pool.js';
 
@@ -42,6 +42,20 @@ const PARALLEL_MIN_WORK = 1 << 16;
 /** …but waking one that sleeps costs tens of microseconds, so then only big calls are split. */
 const WAKE_MIN_WORK = 1 << 20;
 
+/** What a WasmKernels keeps per arena: its instance there, the threads' scratch, prepared activations, vqExperts' working rows. */
+interface Bound {
+  ex: KernelExports;
+  tmp: number;
+  prep: number;
+  prepBytes: number;
+  /** vqExperts: each thread's [ffA | ffB | down table], then the jobs' output rows (allocated at first use). */
+  work: number;
+  workBytes: number;
+}
+
+/** vqExperts' descriptors (16 bytes a job) share the end of the calling thread's scratch with matmulMany's. */
+const MAX_EXPERT_JOBS = FUSED_BYTES / 16;
+
 /**
  * The WebAssembly SIMD kernels. Every call runs in the arena that holds its buffers, on the
  * calling thread, or split by output rows over the worker pool when it is big enough to pay for
@@ -50,7 +64,7 @@ const WAKE_MIN_WORK = 1 << 20;
 export class WasmKernels implements Kernels {
   readonly name: string;
   private readonly module: WebAssembly.Module;
-  private readonly local = new Map<number, { ex: KernelExports; tmp: number; prep: number; prepBytes: number }>();
+  private readonly local = new Map<number, Bound>();
   private readonly arenas = new Map<number, Arena>();
 
   private constructor(
@@ -85,13 +99,13 @@ export class WasmKernels implements Kernels {
     await this.pool?.close();
   }
 
-  private bind(arena: Arena, withPrep = true): { ex: KernelExports; tmp: number; prep: number; prepBytes: number } {
+  private bind(arena: Arena, withPrep = true): Bound {
     let b = this.local.get(arena.id);
     if (!b) {
       const tmp = arena.alloc(this.threads * TMP_STRIDE, 4096);
       const prepBytes = withPrep ? this.prepBytes : 0;
       const prep = prepBytes ? arena.alloc(prepBytes, 64) : 0;
-      b = { ex: instantiate(this.module, arena.memory), tmp, prep, prepBytes };
+      b = { ex: instantiate(this.module, arena.memory), tmp, prep, prepBytes, work: 0, workBytes: 0 };
       this.local.set(arena.id, b);
       this.arenas.set(arena.id, arena);
       this.pool?.attach(arena);
@@ -314,6 +328,61 @@ export class WasmKernels implements Kernels {
       align,
       2 * rows * vectors * g.stages * 4,
     );
+  }
+
+  vqExperts(jobs: readonly VqExpertJob[], x: VqExpertShape): boolean {
+    if (jobs.length === 0) return true;
+    const a = this.arenaOfView(jobs[0].rec, 'rec');
+    const b = this.bind(a);
+    const { inter: I, width: W, g } = x;
+    const stride = Math.ceil((2 * I + (I / g.vecDim) * g.stages * g.entries) / 16) * 64;
+    const outs = this.threads * stride;
+    const need = outs + MAX_EXPERT_JOBS * W * 4;
+    if (need > b.workBytes) {
+      // the working rows are charged to the budget when first needed; where it has no room, the
+      // caller computes expert by expert instead (the same values)
+      try {
+        b.work = a.alloc(need, 64);
+      } catch (e) {
+        if (e instanceof WasteError && e.code === 'E_STATE') return false;
+        throw e;
+      }
+      b.workBytes = need;
+    }
+    const d = b.tmp + TMP_STRIDE - FUSED_BYTES;
+    const act = x.act.kind === 'silu' ? [0, 0, 0] : [1, x.act.beta, x.act.linearBeta];
+    const lookups = g.stages * ((2 * I * W) / g.vecDim + (W * I) / g.vecDim);
+    for (let j0 = 0; j0 < jobs.length; j0 += MAX_EXPERT_JOBS) {
+      const n = Math.min(MAX_EXPERT_JOBS, jobs.length - j0);
+      const desc = new Int32Array(a.memory.buffer, d, n * 4);
+      for (let j = 0; j < n; j++) {
+        const job = jobs[j0 + j];
+        desc.set([this.at(job.rec, a, 'rec'), this.at(job.lutGate, a, 'lutGate'), this.at(job.lutUp, a, 'lutUp'), b.work + outs + j * W * 4], j * 4);
+      }
+      if (n < this.threads) {
+        // fewer experts than threads (a streamed layer's records landing one by one): each split by rows instead
+        for (let j = 0; j < n; j++) this.expertByRows(a, b.work, b.work + outs + j * W * 4, jobs[j0 + j], x);
+      } else {
+        const args = [d, x.gateOff, x.upOff, x.downOff, x.scaleOff, I, W, g.stages, g.entries, g.vecDim, g.indexBlock, this.at(x.booksDown, a, 'booksDown'), ...act, b.work, stride, b.tmp];
+        this.run('vq_experts', a, args, n, 1, n * lookups * 4);
+      }
+      const rows = a.f32(b.work + outs, n * W);
+      for (let j = 0; j < n; j++) jobs[j0 + j].y.set(rows.subarray(j * W, (j + 1) * W));
+    }
+    return true;
+  }
+
+  /** One vqExperts job with each of its products split by rows over the threads, in the first thread's working rows. */
+  private expertByRows(a: Arena, work: number, y: number, job: VqExpertJob, x: VqExpertShape): void {
+    const { inter: I, width: W, g } = x;
+    const ffA = a.f32(work, I);
+    const ffB = a.f32(work + 4 * I, I);
+    const lutD = a.f32(work + 8 * I, (I / g.vecDim) * g.stages * g.entries);
+    this.vqApplyPair(job.rec, { idxOff: x.gateOff, scaleOff: x.scaleOff, lut: job.lutGate, y: ffA }, { idxOff: x.upOff, scaleOff: x.scaleOff + 2 * I, lut: job.lutUp, y: ffB }, I, W, g);
+    if (x.act.kind === 'silu') this.siluMul(ffA, ffB, I);
+    else this.situMul(ffA, ffB, I, x.act.beta, x.act.linearBeta);
+    this.vqLut(x.booksDown, g.stages, g.entries, g.vecDim, ffA, I, lutD);
+    this.vqApply(job.rec, x.downOff, x.scaleOff + 4 * I, W, I, g, lutD, a.f32(y, W));
   }
 
   kdaPrep(p: KdaPrep): void {

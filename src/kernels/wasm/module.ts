@@ -33,6 +33,7 @@ export type KernelExports = {
   vq_apply: (...a: number[]) => void;
   vq_lut2: (...a: number[]) => void;
   vq_apply2: (...a: number[]) => void;
+  vq_experts: (...a: number[]) => void;
   kda_prep: (...a: number[]) => void;
   kda_step: (...a: number[]) => void;
   kda_out: (...a: number[]) => void;
@@ -56,7 +57,7 @@ export type KernelExports = {
 };
 
 /** Kernels the pool can split across threads: their last three parameters are (tmp, begin, end). */
-export const PARALLEL_KERNELS = ['mm', 'mm16', 'mvt', 'vq_lut', 'vq_apply', 'kda_step', 'mla_heads', 'read_bw', 'vq_nearest', 'vq_subtract', 'dist_update', 'vit_attn', 'vq_lut2', 'vq_apply2', 'mmn'] as const;
+export const PARALLEL_KERNELS = ['mm', 'mm16', 'mvt', 'vq_lut', 'vq_apply', 'kda_step', 'mla_heads', 'read_bw', 'vq_nearest', 'vq_subtract', 'dist_update', 'vit_attn', 'vq_lut2', 'vq_apply2', 'mmn', 'vq_experts'] as const;
 export type ParallelKernel = (typeof PARALLEL_KERNELS)[number];
 
 export function instantiate(module: WebAssembly.Module, memory: WebAssembly.Memory): KernelExports {

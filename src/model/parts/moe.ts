@@ -1,7 +1,7 @@
 import type { RecordLayout } from '../../container/format.js';
 import type { Tensor } from '../../container/tensor.js';
-import type { ExpertStore } from '../../core/expert-store.js';
-import type { Kernels, VqGeometry } from '../../kernels/types.js';
+import type { ExpertStore, LandedRecord } from '../../core/expert-store.js';
+import type { Kernels, VqExpertJob, VqGeometry } from '../../kernels/types.js';
 import type { Arena } from '../../memory/arena.js';
 import { WasteError } from '../../util/errors.js';
 import { type Activation, type FfnWeights, activate, ffn } from './ffn.js';
@@ -80,7 +80,10 @@ export function moe(h: MoeHost, L: number, w: MoeWeights, T: number, s: Scratch)
     const store = h.experts;
     if (!store) throw new WasteError('E_STATE', 'this model has no expert store');
     const prepared = new Map<Scratch, Uint8Array>();
-    store.each(L, used, (e, rec, arena) => expert(h, L, w, e, rec, h.scratchOf(arena), s, W, xin, T, prepared), runShared);
+    const one = (e: number, rec: Uint8Array, arena: Arena) => expert(h, L, w, e, rec, h.scratchOf(arena), s, W, xin, T, prepared);
+    // a decode step computes the records that have landed together (whole experts split over the threads)
+    if (T === 1 && store.eachLanded) store.eachLanded(L, used, (landed) => together(h, L, w, landed, s, W, xin, prepared, one), runShared);
+    else store.each(L, used, one, runShared);
   }
   if (!sharedDone) runShared();
 
@@ -162,6 +165,44 @@ function expert(h: MoeHost, L: number, w: MoeWeights, e: number, rec: Uint8Array
       k.vqApply(rec, lay.downOff, sc + 4 * I, W, I, geom, sx.lutDown, dst);
       if (sx !== s) s.expertOut.set(dst, (t * K + j) * W);
     }
+  }
+}
+
+/**
+ * One token's routed experts whose records have landed, computed by one vqExperts call per arena
+ * they are in: the values `expert` gives, with one dispatch for all of them. An arena without room
+ * for the kernels' working rows falls back to `one` (expert by expert).
+ */
+function together(h: MoeHost, L: number, w: MoeWeights, landed: readonly LandedRecord[], s: Scratch, W: number, xin: Float32Array, prepared: Map<Scratch, Uint8Array>, one: (e: number, rec: Uint8Array, arena: Arena) => void): void {
+  const K = h.moe.topK;
+  const geom = h.geom!;
+  const lay = h.record!;
+  const lutSize = (W / geom.vecDim) * geom.stages * geom.entries;
+  const byArena = new Map<Arena, LandedRecord[]>();
+  for (const r of landed) {
+    const g = byArena.get(r.arena);
+    if (g) g.push(r);
+    else byArena.set(r.arena, [r]);
+  }
+  for (const [arena, group] of byArena) {
+    const sx = h.scratchOf(arena);
+    const lutGate = sx.lut.subarray(0, lutSize);
+    const lutUp = sx.lut.subarray(lutSize, 2 * lutSize);
+    let built = prepared.get(sx);
+    if (!built) prepared.set(sx, (built = new Uint8Array(1)));
+    const [, , booksDown] = sx === s ? w.booksT : booksIn(L, w, sx);
+    if (!built[0]) {
+      const xs = sx === s ? xin : xin === s.xLat ? sx.xLat : sx.norm;
+      if (sx !== s) xs.set(xin.subarray(0, W));
+      const [bookG, bookU] = sx === s ? w.booksT : sx.books;
+      h.kernels.vqLutPair(bookG, bookU, geom.stages, geom.entries, geom.vecDim, xs.subarray(0, W), W, lutGate, lutUp);
+      built[0] = 1;
+    }
+    const jobs: VqExpertJob[] = [];
+    for (const r of group)
+      for (let j = 0; j < K; j++) if (s.route[j] === r.expert) jobs.push({ rec: r.record, lutGate, lutUp, y: s.expertOut.subarray(j * W, (j + 1) * W) });
+    const shape = { gateOff: lay.gateOff, upOff: lay.upOff, downOff: lay.downOff, scaleOff: lay.scaleOff, inter: h.moe.inter, width: W, g: geom, booksDown, act: h.act };
+    if (!h.kernels.vqExperts(jobs, shape)) for (const r of group) one(r.expert, r.record, arena);
   }
 }
 
