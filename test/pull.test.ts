@@ -17,16 +17,12 @@ const KL = {
 };
 const FAST = { threads: 2, stallMs: 2000, retryMs: 10, attempts: 4 };
 
-/** Every file of two containers, byte for byte — but convert.json's identity (it names how the input was read: file times for a directory, hub hashes for a pull) and the store's record. */
+/** Every file of two containers byte for byte, convert.json included (only the store's record is a pull's own). */
 function assertSameContainer(a: string, b: string): void {
   const files = (d: string) => fs.readdirSync(d).filter((f) => f !== 'store.json').sort();
   assert.deepEqual(files(a), files(b));
-  for (const f of files(a)) {
-    if (f === 'convert.json') {
-      const strip = (d: string) => ({ ...JSON.parse(fs.readFileSync(path.join(d, f), 'utf8')), identity: undefined });
-      assert.deepEqual(strip(a), strip(b));
-    } else assert.ok(fs.readFileSync(path.join(a, f)).equals(fs.readFileSync(path.join(b, f))), `${f} differs`);
-  }
+  for (const f of files(a)) assert.ok(fs.readFileSync(path.join(a, f)).equals(fs.readFileSync(path.join(b, f))), `${f} differs`);
+  assert.ok(!fs.existsSync(`${a}.partial.identity`) && !fs.existsSync(`${b}.partial.identity`), 'no identity left beside either');
 }
 
 function withHome<T>(home: string, f: () => Promise<T>): Promise<T> {

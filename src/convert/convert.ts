@@ -248,8 +248,7 @@ export class Conversion {
     if (plan.layers.length) keep.add(CODEBOOKS);
     job.prune(keep);
     for (const [name, text] of Object.entries(extra)) writeFileAtomic(path.join(dir, name), text);
-    job.unlock();
-    publish(dir, this.out);
+    job.publish(() => publish(dir, this.out));
     return { out: this.out, plan, resumed: job.resumed, convertedBytes: this.done - this.startDone, seconds: (performance.now() - this.t0) / 1000 };
   }
 

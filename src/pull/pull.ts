@@ -192,7 +192,7 @@ class Puller {
       for (const k of Object.keys(DEFAULT_SETTINGS) as (keyof typeof settings)[]) if (opts[k] !== undefined) (settings as Record<string, unknown>)[k] = opts[k];
       const convert = planConversion(dl, w, cfg, settings, stampOf(shards));
       // the trunk tensors an earlier run copied out of shards since deleted are read from the copies
-      // (after planning: the plan's identity names the shards, not where their tensors are now)
+      // (after planning: the resume identity names the shards, not where their tensors are now)
       for (const s of shards) {
         const copy = stagedFile(dl, s.path);
         if (fs.existsSync(copy)) st.repoint(copy);

@@ -4,6 +4,7 @@ import type { Command } from 'commander';
 import { planMemory } from '../../engine/plan.js';
 import { cpuCount } from '../../kernels/wasm/pool.js';
 import { architecture, openModelContainer } from '../../model/registry.js';
+import { identityAside } from '../../convert/job.js';
 import { checkStoreName, downloadsDir, modelsDir, storedModel } from '../../store/home.js';
 import { readRecord, sizeOnDisk } from '../../store/record.js';
 import { WasteError } from '../../util/errors.js';
@@ -50,6 +51,7 @@ export function registerList(program: Command): void {
       const parts: [string, string | undefined][] = [
         ['the model', storedModel(name)],
         ["an unfinished pull's conversion", existing(path.join(modelsDir(), `${name}.partial`))],
+        ["an unfinished pull's conversion record", existing(identityAside(path.join(modelsDir(), `${name}.partial`)))],
         ["an unfinished pull's downloads (or a kept checkpoint)", existing(path.join(downloadsDir(), name))],
       ];
       const found = parts.filter((p): p is [string, string] => p[1] !== undefined);
