@@ -179,6 +179,37 @@ describe('waste pull: faults', () => {
     assert.ok(!fs.existsSync(path.join(home, 'models', 'tiny-moe')));
   });
 
+  it('two pulls into one name: the second is refused naming the first (another process, or this one); the lock of a killed one is taken over', async () => {
+    const home = tmpDir('home');
+    hub.arm(s(2), { kind: 'stall', at: 5000 });
+    const child = spawn(process.execPath, [BIN, 'pull', REPO, '--threads', '1', '-q'], { env: { ...process.env, WASTE_HOME: home, HF_ENDPOINT: hub.url }, stdio: 'ignore' });
+    try {
+      for (let i = 0; i < 600 && !fs.existsSync(path.join(home, 'downloads', 'tiny-moe', `${s(2)}.part`)); i++) await new Promise((r) => setTimeout(r, 100));
+      assert.ok(fs.existsSync(path.join(home, 'downloads', 'tiny-moe', `${s(2)}.part`)), 'the child reached the second shard');
+      const before = hub.requests.length;
+      await assert.rejects(
+        withHome(home, () => pull(REPO, { ...FAST, hub: { endpoint: hub.url } })),
+        (e: unknown) => e instanceof WasteError && e.code === 'E_STATE' && e.message.includes(`another pull into tiny-moe is running (process ${child.pid})`),
+      );
+      assert.equal(hub.requests.length, before, 'the refused pull asked the hub nothing');
+      const rm = await waste(['rm', 'tiny-moe'], { ...process.env, WASTE_HOME: home });
+      assert.equal(rm.status, 1);
+      assert.match(rm.stderr, new RegExp(`a pull into tiny-moe is running \\(process ${child.pid}\\)`));
+    } finally {
+      child.kill('SIGKILL');
+      await new Promise((r) => child.once('exit', r));
+    }
+    assert.ok(fs.existsSync(path.join(home, 'downloads', 'tiny-moe.lock')), 'the killed pull left its lock');
+    // in one process: the second of two concurrent pulls is refused, the first finishes (taking over the dead pid's lock)
+    const [a, b] = await withHome(home, () =>
+      Promise.allSettled([pull(REPO, { ...FAST, hub: { endpoint: hub.url } }), pull(REPO, { ...FAST, hub: { endpoint: hub.url } })]),
+    );
+    assert.equal(a.status, 'fulfilled', a.status === 'rejected' ? String(a.reason) : '');
+    assert.ok(b.status === 'rejected' && b.reason instanceof WasteError && /another pull into tiny-moe is running in this process/.test(b.reason.message));
+    if (a.status === 'fulfilled') assertSameContainer(a.value.dir, ref);
+    assert.ok(!fs.existsSync(path.join(home, 'downloads', 'tiny-moe.lock')), 'the lock is released');
+  });
+
   it('killed while fetching, it resumes without fetching a finished shard again', async () => {
     const home = tmpDir('home');
     // the third shard stalls (longer than the child waits): the child is killed while it waits

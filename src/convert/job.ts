@@ -6,7 +6,7 @@ import { WasteError, fromSystemError } from '../util/errors.js';
 import { isObject } from '../util/fields.js';
 import { CONVERTER_VERSION, type ConvertSettings } from './plan.js';
 import { readText } from '../util/read.js';
-import { processAlive } from '../util/process-alive.js';
+import { PidLock } from '../util/pid-lock.js';
 
 /**
  * A conversion in progress lives in `OUT.partial/`, with `convert.json` recording which units
@@ -39,7 +39,7 @@ export interface JobState {
 }
 
 export class Job {
-  private locked = false;
+  private lockFile: PidLock | undefined;
 
   private constructor(
     readonly dir: string,
@@ -105,33 +105,14 @@ export class Job {
    * left by a process that no longer runs is taken over.
    */
   private lock(): void {
-    const file = path.join(this.dir, LOCK_FILE);
-    for (let attempt = 0; attempt < 2; attempt++) {
-      try {
-        fs.writeFileSync(file, String(process.pid), { flag: 'wx' });
-        this.locked = true;
-        return;
-      } catch (e) {
-        if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw fromSystemError(file, e);
-      }
-      let pid = NaN;
-      try {
-        // a regular file of a few bytes: anything else in its place is not a lock of ours
-        pid = Number(readText(file, 64).trim());
-      } catch {
-        /* not a pid */
-      }
-      if (Number.isInteger(pid) && pid > 0 && pid !== process.pid && processAlive(pid))
-        throw new WasteError('E_STATE', `another conversion (process ${pid}) is writing ${this.dir}; wait for it or stop it`);
-      fs.rmSync(file, { force: true });
-    }
-    throw new WasteError('E_STATE', `could not lock ${this.dir}`);
+    this.lockFile = PidLock.take(path.join(this.dir, LOCK_FILE), (pid) =>
+      pid === process.pid ? `another conversion in this process is writing ${this.dir}` : `another conversion (process ${pid}) is writing ${this.dir}; wait for it or stop it`,
+    );
   }
 
   unlock(): void {
-    if (!this.locked) return;
-    this.locked = false;
-    fs.rmSync(path.join(this.dir, LOCK_FILE), { force: true });
+    this.lockFile?.release();
+    this.lockFile = undefined;
   }
 
   /** Remove everything in the directory that is not in `keep` (temporaries of interrupted units, spent parts). */

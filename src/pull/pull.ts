@@ -15,6 +15,7 @@ import { isObject } from '../util/fields.js';
 import { readBytes, readJson } from '../util/read.js';
 import { formatSize } from '../util/size.js';
 import { writeFileAtomic } from '../container/write.js';
+import { PidLock } from '../util/pid-lock.js';
 import { downloadFile, withRetries } from './download.js';
 import { Hub, type HubFile, type HubOptions } from './hub.js';
 import { knownModel } from './known.js';
@@ -100,6 +101,7 @@ export async function planPull(spec: string, opts: PullOptions = {}): Promise<Pu
     return p.plan;
   } finally {
     p.st.close();
+    p.lock.release();
   }
 }
 
@@ -107,7 +109,12 @@ export async function planPull(spec: string, opts: PullOptions = {}): Promise<Pu
 export async function pull(spec: string, opts: PullOptions = {}): Promise<PullResult> {
   const t0 = performance.now();
   const p = await Puller.prepare(spec, opts);
-  return p.run(t0);
+  try {
+    return await p.run(t0);
+  } finally {
+    p.st.close();
+    p.lock.release();
+  }
 }
 
 class Puller {
@@ -116,6 +123,8 @@ class Puller {
   private constructor(
     readonly plan: PullPlan,
     readonly st: SafetensorsSet,
+    /** The name's lock: one pull into a name at a time. */
+    readonly lock: PidLock,
     private readonly hub: Hub,
     private readonly dl: string,
     private readonly uses: ShardUse[],
@@ -128,11 +137,21 @@ class Puller {
   static async prepare(spec: string, opts: PullOptions): Promise<Puller> {
     const { repo, revision, short } = parseSpec(spec);
     const name = checkStoreName(opts.name ?? short ?? repo.split('/')[1]);
-    const log = opts.log ?? (() => {});
     const out = path.join(modelsDir(), name);
     if (fs.existsSync(path.join(out, 'manifest.json')) && !opts.force) throw new WasteError('E_ARG', `${name} is in the store already (${out}); \`waste rm ${name}\` first, or pass --force to replace it`);
     const hub = new Hub(opts.hub);
     const dl = path.join(downloadsDir(), name);
+    const lock = lockName(name);
+    try {
+      return await Puller.plan(repo, revision, name, hub, dl, lock, opts);
+    } catch (e) {
+      lock.release();
+      throw e;
+    }
+  }
+
+  private static async plan(repo: string, revision: string, name: string, hub: Hub, dl: string, lock: PidLock, opts: PullOptions): Promise<Puller> {
+    const log = opts.log ?? (() => {});
     // a pull resumed reads the commit it started from, whatever the branch points to now
     const prev = readState(dl);
     let commit: string;
@@ -233,7 +252,7 @@ class Puller {
         peakFull: convert.totalBytes + downloadBytes,
         convert,
       };
-      return new Puller(plan, st, hub, dl, uses, trunkNames, opts, resumed);
+      return new Puller(plan, st, lock, hub, dl, uses, trunkNames, opts, resumed);
     } catch (e) {
       st.close();
       throw e;
@@ -300,6 +319,25 @@ class Puller {
       await conv.close();
     }
   }
+}
+
+/**
+ * One pull into a name at a time: two would write the same downloads and partial container. The
+ * lock sits beside `downloads/NAME` (a pull that starts over deletes that directory).
+ */
+export function nameLockFile(name: string): string {
+  return path.join(downloadsDir(), `${name}.lock`);
+}
+
+function lockName(name: string): PidLock {
+  try {
+    fs.mkdirSync(downloadsDir(), { recursive: true });
+  } catch (e) {
+    throw fromSystemError(downloadsDir(), e);
+  }
+  return PidLock.take(nameLockFile(name), (pid) =>
+    pid === process.pid ? `another pull into ${name} is running in this process` : `another pull into ${name} is running (process ${pid}); wait for it or stop it`,
+  );
 }
 
 function retryOpts(o: PullOptions) {

@@ -5,6 +5,8 @@ import { planMemory } from '../../engine/plan.js';
 import { cpuCount } from '../../kernels/wasm/pool.js';
 import { architecture, openModelContainer } from '../../model/registry.js';
 import { identityAside } from '../../convert/job.js';
+import { nameLockFile } from '../../pull/pull.js';
+import { PidLock } from '../../util/pid-lock.js';
 import { checkStoreName, downloadsDir, modelsDir, storedModel } from '../../store/home.js';
 import { readRecord, sizeOnDisk } from '../../store/record.js';
 import { WasteError } from '../../util/errors.js';
@@ -47,6 +49,8 @@ export function registerList(program: Command): void {
     .argument('<name>', 'a name from `waste list`, or of a pull that did not finish')
     .action((name: string) => {
       checkStoreName(name);
+      const puller = PidLock.holder(nameLockFile(name));
+      if (puller !== undefined) throw new WasteError('E_STATE', `a pull into ${name} is running (process ${puller}); stop it first`);
       sweepRemovals();
       const parts: [string, string | undefined][] = [
         ['the model', storedModel(name)],
@@ -62,6 +66,8 @@ export function registerList(program: Command): void {
         fs.renameSync(dir, aside);
         fs.rmSync(aside, { recursive: true, force: true });
       }
+      // a lock its pull left when killed (none runs: checked above)
+      fs.rmSync(nameLockFile(name), { force: true });
       process.stdout.write(`removed ${name}: ${found.map(([what]) => what).join(', ')}\n`);
     });
 }
