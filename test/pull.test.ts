@@ -3,7 +3,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { convert } from '../src/convert/convert.js';
+import { Conversion, convert } from '../src/convert/convert.js';
 import { pull } from '../src/pull/pull.js';
 import { resolveModel } from '../src/store/names.js';
 import { WasteError } from '../src/util/errors.js';
@@ -177,6 +177,44 @@ describe('waste pull: faults', () => {
     );
     assert.equal(hub.requests.slice(before).filter((q) => q.path.endsWith('.safetensors') && q.range !== 'bytes=0-0' && !/^bytes=0-7$|^bytes=8-/.test(q.range ?? '')).length, 0, 'no shard was fetched');
     assert.ok(!fs.existsSync(path.join(home, 'models', 'tiny-moe')));
+  });
+
+  it('a disk that fills while a shard downloads (after the check passed): one line naming the space needed, nothing published, a later pull resumes', async () => {
+    const home = tmpDir('home');
+    // a real ENOSPC from the kernel on the path the pull writes: its .part file leads to /dev/full
+    const dl = path.join(home, 'downloads', 'tiny-moe');
+    fs.mkdirSync(dl, { recursive: true });
+    fs.symlinkSync('/dev/full', path.join(dl, `${s(2)}.part`));
+    const first = hub.fetchesOf(s(1));
+    await assert.rejects(
+      withHome(home, () => pull(REPO, { ...FAST, hub: { endpoint: hub.url } })),
+      (e: unknown) =>
+        e instanceof WasteError &&
+        e.code === 'E_NOSPACE' &&
+        new RegExp(`^not enough disk space in ${home}/models: a write failed \\(.*${s(2)}\\.part: no space left on the device\\); the download and container need \\S+ \\S+ more, .* is free now\\. Nothing was published`).test(e.message),
+    );
+    assert.deepEqual(fs.readdirSync(path.join(home, 'models')), ['tiny-moe.partial'], 'nothing published');
+    fs.rmSync(path.join(dl, `${s(2)}.part`));
+    const r = await withHome(home, () => pull(REPO, { ...FAST, hub: { endpoint: hub.url } }));
+    assert.ok(r.resumed);
+    assert.equal(hub.fetchesOf(s(1)) - first, 1, 'the first shard was fetched once');
+    assertSameContainer(r.dir, ref);
+  });
+
+  it('a disk that fills while the converter writes (waste convert, as documented): one line, nothing published, the rerun resumes', async () => {
+    const out = path.join(tmpDir('full'), 'model');
+    // a partial conversion as a killed run leaves it, whose next write leads to /dev/full
+    await (await Conversion.open(src, out, { threads: 2 })).close();
+    fs.symlinkSync('/dev/full', path.join(`${out}.partial`, 'trunk.bin.tmp'));
+    const r = spawnSync(process.execPath, [BIN, 'convert', src, out, '--threads', '2'], { encoding: 'utf8' });
+    assert.equal(r.status, 1);
+    assert.match(r.stderr, /^resuming \S+: trunk to do, 0 of 3 MoE layers done\nwaste: not enough disk space in \S+: a write failed \(\S+trunk\.bin\.tmp: no space left on the device\); the container needs \S+ \S+ more, .* is free now\. Nothing was published: free some space and run it again, it resumes where it stopped\n$/);
+    assert.ok(!fs.existsSync(out), 'nothing published');
+    fs.rmSync(path.join(`${out}.partial`, 'trunk.bin.tmp'));
+    const again = spawnSync(process.execPath, [BIN, 'convert', src, out, '--threads', '2'], { encoding: 'utf8' });
+    assert.equal(again.status, 0, again.stderr);
+    assert.match(again.stderr + again.stdout, /resuming/);
+    assertSameContainer(out, ref);
   });
 
   it('two pulls into one name: the second is refused naming the first (another process, or this one); the lock of a killed one is taken over', async () => {

@@ -268,16 +268,18 @@ class Puller {
     const sched = schedule(uses);
     const onDisk = (f: string) => fs.existsSync(path.join(dl, f));
     // the disk the download still needs beside the container: its peak, less what is on disk already
-    const present = uses.filter((u) => onDisk(u.file)).reduce((a, u) => a + u.bytes, 0);
-    const staged = uses.filter((u) => fs.existsSync(stagedFile(dl, u.file))).reduce((a, u) => a + u.trunkBytes, 0);
-    const extra = Math.max(0, (keep ? plan.downloadBytes : sched.peakSourceBytes) - present - staged);
+    const need = () => {
+      const present = uses.filter((u) => onDisk(u.file)).reduce((a, u) => a + u.bytes, 0);
+      const staged = uses.filter((u) => fs.existsSync(stagedFile(dl, u.file))).reduce((a, u) => a + u.trunkBytes, 0);
+      return Math.max(0, (keep ? plan.downloadBytes : sched.peakSourceBytes) - present - staged);
+    };
 
     const shardTotal = uses.reduce((a, u) => a + u.bytes, 0);
     const total = shardTotal + plan.convert.sourceBytes;
     let got = 0;
     let converted = 0;
     const progress = (what: string) => opts.onProgress?.(got + converted, total, what);
-    const conv = await Conversion.open(dl, out, { ...opts, onProgress: (d, _t, what) => ((converted = d), progress(what)) }, { st, extraBytes: extra, plan: plan.convert });
+    const conv = await Conversion.open(dl, out, { ...opts, onProgress: (d, _t, what) => ((converted = d), progress(what)) }, { st, extraBytes: need(), plan: plan.convert });
     try {
       const spent = (u: ShardUse) => (u.trunkBytes === 0 || fs.existsSync(stagedFile(dl, u.file)) || keep) && u.layers.every((l) => conv.layerDone(l));
       // what an earlier run fetched counts as done: the shards on disk and those converted and deleted
@@ -315,6 +317,8 @@ class Puller {
       if (!keep) fs.rmSync(dl, { recursive: true, force: true });
       else log(`the checkpoint is kept in ${dl}`);
       return { dir: r.out, plan, resumed: this.resumed || r.resumed, fetchedBytes: this.fetched, seconds: (performance.now() - t0) / 1000, ...(keep ? { source: dl } : {}) };
+    } catch (e) {
+      throw conv.noSpace(e, need(), 'download and container need');
     } finally {
       await conv.close();
     }
