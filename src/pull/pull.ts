@@ -3,7 +3,7 @@ import * as path from 'node:path';
 import { readCheckpointConfig } from '../checkpoint/config.js';
 import { SafetensorsSet, headerLength } from '../checkpoint/safetensors.js';
 import { CheckpointWeights } from '../checkpoint/weights.js';
-import { copyTensors } from '../checkpoint/write.js';
+import { copiedBytes, copyTensors } from '../checkpoint/write.js';
 import { type ConvertOptions, Conversion } from '../convert/convert.js';
 import { type ConvertPlan, DEFAULT_SETTINGS, planConversion } from '../convert/plan.js';
 import type { KimiConfig } from '../model/parts/kimi-config.js';
@@ -20,6 +20,7 @@ import { downloadFile, withRetries } from './download.js';
 import { Hub, type HubFile, type HubOptions } from './hub.js';
 import { knownModel } from './known.js';
 import { type ShardUse, schedule } from './schedule.js';
+import { DownloadThread } from './download-thread.js';
 
 export interface PullOptions extends Omit<ConvertOptions, 'onProgress'> {
   /** The store name (default: the short name used, else the repository's name). */
@@ -27,6 +28,12 @@ export interface PullOptions extends Omit<ConvertOptions, 'onProgress'> {
   /** Keep the downloaded checkpoint (in `$WASTE_HOME/downloads/NAME/`): nothing is deleted as it is converted. */
   keepSource?: boolean;
   hub?: HubOptions;
+  /**
+   * Download the next shard on a thread of its own while the current one's layers convert (default
+   * true; the disk's peak allows one shard ahead). false fetches and converts in turn; a custom
+   * `hub.fetch` does too (it cannot cross threads).
+   */
+  overlap?: boolean;
   /** Per-connection stall timeout, attempts and first retry pause (see DownloadOptions). */
   stallMs?: number;
   attempts?: number;
@@ -219,24 +226,20 @@ class Puller {
 
       const trunkNames = new Map<string, string[]>();
       const uses: ShardUse[] = shards.map((s) => {
-        let trunkBytes = 0;
         const layers = new Set<number>();
         const names: string[] = [];
         trunkNames.set(s.path, names);
         for (const t of st.names()) {
-          const info = st.info(t);
           if (!originalFile(weightMap, t, s.path)) continue;
           const m = /(?:^|\.)layers\.(\d+)\.block_sparse_moe\.experts\.\d+\./.exec(t);
           if (m) layers.add(Number(m[1]));
-          else {
-            trunkBytes += info.bytes;
-            names.push(t);
-          }
+          else names.push(t);
         }
         names.sort();
-        return { file: s.path, bytes: s.size, trunkBytes, layers: [...layers] };
+        // the copy's size, its header included: what the disk check counts
+        return { file: s.path, bytes: s.size, trunkBytes: names.length ? copiedBytes(st, names) : 0, layers: [...layers] };
       });
-      const sched = schedule(uses);
+      const sched = schedule(uses, opts.overlap === false || hub.portable() === undefined ? 0 : 1);
       const downloadBytes = small.reduce((a, f) => a + f.size, 0) + shards.reduce((a, f) => a + f.size, 0);
       const trunkSourceBytes = uses.reduce((a, u) => a + u.trunkBytes, 0);
       const plan: PullPlan = {
@@ -259,13 +262,19 @@ class Puller {
     }
   }
 
+  /** The hub as the download thread reaches it, when downloads overlap the conversion (the default). */
+  private overlapped(): { endpoint: string; token?: string } | undefined {
+    return this.opts.overlap === false ? undefined : this.hub.portable();
+  }
+
   async run(t0: number): Promise<PullResult> {
     const { plan, st, dl, uses, opts } = this;
     const log = opts.log ?? (() => {});
     const keep = opts.keepSource ?? false;
     const out = path.join(modelsDir(), plan.name);
     fs.mkdirSync(modelsDir(), { recursive: true });
-    const sched = schedule(uses);
+    const ahead = this.overlapped();
+    const sched = schedule(uses, ahead ? 1 : 0);
     const onDisk = (f: string) => fs.existsSync(path.join(dl, f));
     // the disk the download still needs beside the container: its peak, less what is on disk already
     const need = () => {
@@ -276,31 +285,48 @@ class Puller {
 
     const shardTotal = uses.reduce((a, u) => a + u.bytes, 0);
     const total = shardTotal + plan.convert.sourceBytes;
+    // bytes fetched by earlier runs and by this one in-thread, then by the download thread
     let got = 0;
     let converted = 0;
-    const progress = (what: string) => opts.onProgress?.(got + converted, total, what);
+    let thread: DownloadThread | undefined;
+    const progress = (what: string) => opts.onProgress?.(got + (thread?.arrived ?? 0) + converted, total, what);
     const conv = await Conversion.open(dl, out, { ...opts, onProgress: (d, _t, what) => ((converted = d), progress(what)) }, { st, extraBytes: need(), plan: plan.convert });
     try {
+      if (ahead) thread = new DownloadThread({ ...ahead, stallMs: opts.stallMs, attempts: opts.attempts, retryMs: opts.retryMs }, (f) => progress(`fetching ${f}`), log);
       const spent = (u: ShardUse) => (u.trunkBytes === 0 || fs.existsSync(stagedFile(dl, u.file)) || keep) && u.layers.every((l) => conv.layerDone(l));
       // what an earlier run fetched counts as done: the shards on disk and those converted and deleted
       got = uses.filter((u) => onDisk(u.file) || spent(u)).reduce((a, u) => a + u.bytes, 0);
-      for (const u of uses) {
+      // shard i's download: on the thread while shard i - 1's layers convert, or here, in turn
+      const fetching: (Promise<void> | undefined)[] = [];
+      const start = (i: number) => {
+        const u = uses[i];
+        if (!u || fetching[i]) return;
         const file = path.join(dl, u.file);
-        if (!onDisk(u.file) && !spent(u)) {
-          const f = plan.files.find((x) => x.path === u.file)!;
-          got += partBytes(file);
-          await downloadFile(this.hub, plan.repo, plan.commit, f, file, {
-            onBytes: (n) => {
-              got += n;
-              this.fetched += Math.max(0, n);
-              progress(`fetching ${u.file}`);
-            },
-            stallMs: opts.stallMs,
-            attempts: opts.attempts,
-            retryMs: opts.retryMs,
-            log,
-          });
-        }
+        if (onDisk(u.file) || spent(u)) return void (fetching[i] = Promise.resolve());
+        const f = plan.files.find((x) => x.path === u.file)!;
+        got += partBytes(file);
+        fetching[i] = thread
+          ? thread.fetch(plan.repo, plan.commit, f, file)
+          : downloadFile(this.hub, plan.repo, plan.commit, f, file, {
+              onBytes: (n) => {
+                got += n;
+                this.fetched += Math.max(0, n);
+                progress(`fetching ${u.file}`);
+              },
+              stallMs: opts.stallMs,
+              attempts: opts.attempts,
+              retryMs: opts.retryMs,
+              log,
+            });
+        // awaited in turn; a failure while an earlier layer converts is not unhandled meanwhile
+        fetching[i].catch(() => {});
+      };
+      for (let i = 0; i < uses.length; i++) {
+        const u = uses[i];
+        start(i);
+        await fetching[i];
+        // the next shard downloads while this one's layers convert: one shard ahead, as the schedule's peak allows
+        if (thread) start(i + 1);
         if (!keep && u.trunkBytes && !fs.existsSync(stagedFile(dl, u.file))) {
           copyTensors(st, this.trunkNames.get(u.file)!, stagedFile(dl, u.file));
           st.repoint(stagedFile(dl, u.file));
@@ -316,10 +342,11 @@ class Puller {
       const r = conv.finish({ [RECORD_FILE]: recordText({ repo: plan.repo, revision: plan.revision, commit: plan.commit, pulled: new Date().toISOString() }) });
       if (!keep) fs.rmSync(dl, { recursive: true, force: true });
       else log(`the checkpoint is kept in ${dl}`);
-      return { dir: r.out, plan, resumed: this.resumed || r.resumed, fetchedBytes: this.fetched, seconds: (performance.now() - t0) / 1000, ...(keep ? { source: dl } : {}) };
+      return { dir: r.out, plan, resumed: this.resumed || r.resumed, fetchedBytes: this.fetched + (thread?.fetched ?? 0), seconds: (performance.now() - t0) / 1000, ...(keep ? { source: dl } : {}) };
     } catch (e) {
       throw conv.noSpace(e, need(), 'download and container need');
     } finally {
+      await thread?.close();
       await conv.close();
     }
   }
