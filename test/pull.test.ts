@@ -220,6 +220,28 @@ describe('waste pull: faults', () => {
     assertSameContainer(out, ref);
   });
 
+  it('convert killed between setting its identity aside and publishing resumes; changed input still starts over', async () => {
+    const out = path.join(tmpDir('aside'), 'model');
+    await (await Conversion.open(src, out, { threads: 2 })).close();
+    // the state a kill leaves after the identity is set aside, before the rename
+    fs.renameSync(path.join(`${out}.partial`, 'convert.identity'), `${out}.partial.identity`);
+    const logs: string[] = [];
+    await convert(src, out, { threads: 2, log: (l) => logs.push(l) });
+    assert.ok(logs.some((l) => l.startsWith('resuming')) && !logs.some((l) => l.includes('starting over')), logs.join('\n'));
+    assert.ok(!fs.existsSync(`${out}.partial.identity`) && !fs.existsSync(`${out}.partial`));
+    assertSameContainer(out, ref);
+
+    const copy = tmpDir('changed');
+    for (const f of fs.readdirSync(src)) fs.copyFileSync(path.join(src, f), path.join(copy, f));
+    const out2 = path.join(tmpDir('aside'), 'model');
+    await (await Conversion.open(copy, out2, { threads: 2 })).close();
+    fs.utimesSync(path.join(copy, s(1)), new Date(2020, 0, 1), new Date(2020, 0, 1));
+    const logs2: string[] = [];
+    await convert(copy, out2, { threads: 2, log: (l) => logs2.push(l) });
+    assert.ok(logs2.some((l) => l.includes('earlier conversion of other input or settings; starting over')), logs2.join('\n'));
+    assertSameContainer(out2, ref);
+  });
+
   it('two pulls into one name: the second is refused naming the first (another process, or this one); the lock of a killed one is taken over', async () => {
     const home = tmpDir('home');
     hub.arm(s(2), { kind: 'stall', at: 5000 });
