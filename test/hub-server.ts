@@ -21,6 +21,8 @@ export class HubServer {
   readonly requests: { path: string; range?: string; data?: boolean }[] = [];
   /** Answer ranged requests with the whole file (HTTP 200), as a server without range support does. */
   ignoreRanges = false;
+  /** Send file data at most this fast (bytes per second, per connection): a slow link for the pull bench. */
+  bytesPerSecond = Infinity;
   private readonly faults = new Map<string, Fault[]>();
   private readonly sockets = new Set<import('node:net').Socket>();
   private server!: http.Server;
@@ -120,7 +122,16 @@ export class HubServer {
         if (fault.kind === 'cut') setTimeout(() => res.socket?.destroy(), 20);
         return;
       }
-      return void res.end(body);
+      if (this.bytesPerSecond === Infinity) return void res.end(body);
+      // paced in 50 ms slices of the rate
+      const slice = Math.max(1024, Math.floor(this.bytesPerSecond / 20));
+      const send = (off: number) => {
+        if (off >= body.length || res.destroyed) return void res.end();
+        const n = Math.min(slice, body.length - off);
+        res.write(body.subarray(off, off + n));
+        setTimeout(() => send(off + n), (1000 * n) / this.bytesPerSecond);
+      };
+      return send(0);
     }
     res.writeHead(404, { 'content-type': 'text/plain' });
     res.end(`no route ${url.pathname}`);

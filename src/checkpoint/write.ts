@@ -68,17 +68,7 @@ export function toBf16(values: Float32Array): Uint8Array {
  * in memory.
  */
 export function copyTensors(st: SafetensorsSet, names: string[], file: string): void {
-  const header: Record<string, unknown> = { __metadata__: { format: 'pt' } };
-  let off = 0;
-  for (const name of names) {
-    const t = st.info(name);
-    header[name] = { dtype: t.dtype, shape: t.shape, data_offsets: [off, off + t.bytes] };
-    off += t.bytes;
-  }
-  let json = Buffer.from(JSON.stringify(header), 'utf8');
-  json = Buffer.concat([json, Buffer.alloc((8 - (json.length % 8)) % 8, 0x20)]);
-  const len = Buffer.alloc(8);
-  len.writeBigUInt64LE(BigInt(json.length));
+  const { len, json } = copyHeader(st, names);
   const tmp = `${file}.tmp`;
   try {
     const fd = fs.openSync(tmp, 'w');
@@ -108,4 +98,25 @@ export function copyTensors(st: SafetensorsSet, names: string[], file: string): 
   } catch (e) {
     throw fromSystemError(file, e);
   }
+}
+
+/** The file `copyTensors` writes for these tensors, in bytes (its header and theirs): known before it is written. */
+export function copiedBytes(st: SafetensorsSet, names: string[]): number {
+  const { len, json } = copyHeader(st, names);
+  return len.length + json.length + names.reduce((a, n) => a + st.info(n).bytes, 0);
+}
+
+function copyHeader(st: SafetensorsSet, names: string[]): { len: Buffer; json: Buffer } {
+  const header: Record<string, unknown> = { __metadata__: { format: 'pt' } };
+  let off = 0;
+  for (const name of names) {
+    const t = st.info(name);
+    header[name] = { dtype: t.dtype, shape: t.shape, data_offsets: [off, off + t.bytes] };
+    off += t.bytes;
+  }
+  let json = Buffer.from(JSON.stringify(header), 'utf8');
+  json = Buffer.concat([json, Buffer.alloc((8 - (json.length % 8)) % 8, 0x20)]);
+  const len = Buffer.alloc(8);
+  len.writeBigUInt64LE(BigInt(json.length));
+  return { len, json };
 }

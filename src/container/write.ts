@@ -49,7 +49,12 @@ export class TrunkWriter {
 
   private write(bytes: Uint8Array): void {
     let done = 0;
-    while (done < bytes.length) done += fs.writeSync(this.fd, bytes, done, bytes.length - done, this.pos + done);
+    try {
+      while (done < bytes.length) done += fs.writeSync(this.fd, bytes, done, bytes.length - done, this.pos + done);
+    } catch (e) {
+      // a full disk, named (the converter turns it into what the job still needs)
+      throw fromSystemError(this.file, e);
+    }
     this.pos += bytes.length;
   }
 

@@ -14,7 +14,7 @@ import { architectureOf } from '../model/registry.js';
 import type { KimiConfig } from '../model/parts/kimi-config.js';
 import { visionFiles } from './vision.js';
 import { CheckpointSource } from '../model/sources/checkpoint-source.js';
-import { WasteError, fromSystemError } from '../util/errors.js';
+import { WasteError, fromSystemError, isDiskFull } from '../util/errors.js';
 import { formatSize } from '../util/size.js';
 import { ExpertEncoder } from './experts.js';
 import { Job, STATE_FILE } from './job.js';
@@ -61,6 +61,8 @@ export async function convert(src: string, out: string, opts: ConvertOptions = {
     c.writeTrunk();
     await c.convertLayers(c.plan.layers.map((l) => l.layer));
     return c.finish();
+  } catch (e) {
+    throw c.noSpace(e, 0, 'container needs');
   } finally {
     await c.close();
   }
@@ -135,14 +137,10 @@ export class Conversion {
         const { state } = job;
         const layersDone = new Set(state.layers);
         if (job.resumed) log(`resuming ${job.dir}: trunk ${state.trunk ? 'done' : 'to do'}, ${layersDone.size} of ${plan.layers.length} MoE layers done`);
-        const remaining =
-          (state.trunk ? 0 : plan.trunkBytes) +
-          plan.layers.reduce((a, l) => a + (layersDone.has(l.layer) ? 0 : l.bankBytes + l.booksBytes), 0) +
-          (state.codebooks ? 0 : plan.layers.reduce((a, l) => a + l.booksBytes, 0)) +
-          (input?.extraBytes ?? 0);
+        const remaining = remainingBytes(plan, state) + (input?.extraBytes ?? 0);
         const free = (opts.freeSpace ?? freeBytes)(job.dir);
         if (free < remaining + DISK_MARGIN)
-          throw new WasteError('E_IO', `not enough disk space in ${path.dirname(job.dir)}: the ${input ? 'download and ' : ''}container need${input ? '' : 's'} ${formatSize(remaining + DISK_MARGIN)} more, ${formatSize(free)} is free`);
+          throw new WasteError('E_NOSPACE', `not enough disk space in ${path.dirname(job.dir)}: the ${input ? 'download and ' : ''}container need${input ? '' : 's'} ${formatSize(remaining + DISK_MARGIN)} more, ${formatSize(free)} is free`);
         const c = new Conversion(src, out, opts, threads, settings, raw, arch, st, w, plan, job);
         opts.onProgress?.(c.done, plan.sourceBytes, 'starting');
         return c;
@@ -154,6 +152,28 @@ export class Conversion {
       if (!input) st.close();
       throw e;
     }
+  }
+
+  /**
+   * `e` as the user should see it: a write that found the disk full (after the check at the start
+   * passed: something else filled it, or the file system's figure was wrong) becomes one line
+   * naming the directory and what the job still needs, `extraBytes` (the download's) included.
+   * The partial directory is kept — nothing was published — and a rerun with room resumes.
+   */
+  noSpace(e: unknown, extraBytes: number, what: string): unknown {
+    if (!isDiskFull(e)) return e;
+    const need = remainingBytes(this.plan, this.job.state) + extraBytes + DISK_MARGIN;
+    let free = '';
+    try {
+      free = `, ${formatSize((this.opts.freeSpace ?? freeBytes)(this.job.dir))} is free now`;
+    } catch {
+      /* the figure is a courtesy */
+    }
+    const cause = e instanceof Error ? e.message : String(e);
+    return new WasteError(
+      'E_NOSPACE',
+      `not enough disk space in ${path.dirname(this.job.dir)}: a write failed (${cause}); the ${what} ${formatSize(need)} more${free}. Nothing was published: free some space and run it again, it resumes where it stopped`,
+    );
   }
 
   /** Whether the trunk, or a layer, is converted already (by this run or an earlier one). */
@@ -248,8 +268,7 @@ export class Conversion {
     if (plan.layers.length) keep.add(CODEBOOKS);
     job.prune(keep);
     for (const [name, text] of Object.entries(extra)) writeFileAtomic(path.join(dir, name), text);
-    job.unlock();
-    publish(dir, this.out);
+    job.publish(() => publish(dir, this.out));
     return { out: this.out, plan, resumed: job.resumed, convertedBytes: this.done - this.startDone, seconds: (performance.now() - this.t0) / 1000 };
   }
 
@@ -340,6 +359,16 @@ function rename(from: string, to: string): void {
 /** One of the job's own part files (its work directory is the user's: a FIFO there is refused, not waited on). */
 function readFile(file: string): Buffer {
   return readBytes(file, 1 << 30);
+}
+
+/** What the container still needs on disk, from the units this job has finished. */
+function remainingBytes(plan: ConvertPlan, state: Job['state']): number {
+  const done = new Set(state.layers);
+  return (
+    (state.trunk ? 0 : plan.trunkBytes) +
+    plan.layers.reduce((a, l) => a + (done.has(l.layer) || state.codebooks ? 0 : l.bankBytes + l.booksBytes), 0) +
+    (state.codebooks ? 0 : plan.layers.reduce((a, l) => a + l.booksBytes, 0))
+  );
 }
 
 function freeBytes(dir: string): number {

@@ -6,7 +6,7 @@ import { WasteError, fromSystemError } from '../util/errors.js';
 import { isObject } from '../util/fields.js';
 import { CONVERTER_VERSION, type ConvertSettings } from './plan.js';
 import { readText } from '../util/read.js';
-import { processAlive } from '../util/process-alive.js';
+import { PidLock } from '../util/pid-lock.js';
 
 /**
  * A conversion in progress lives in `OUT.partial/`, with `convert.json` recording which units
@@ -14,14 +14,22 @@ import { processAlive } from '../util/process-alive.js';
  * renamed into place before the record says so, so a run killed at any moment resumes from the
  * last finished unit; a run with other input or settings starts over. The record stays in the
  * published container as its provenance, in a form that does not depend on how often the job
- * was interrupted.
+ * was interrupted — nor on how the input was read: the identity a resume must match (file times
+ * for a directory, the hub's hashes for a pull) is kept beside it in `convert.identity`, which is
+ * never published, so `waste pull` and `waste convert` of one checkpoint give the same bytes.
  */
 export const STATE_FILE = 'convert.json';
 const LOCK_FILE = 'convert.lock';
+const IDENTITY_FILE = 'convert.identity';
+
+/**
+ * Where the identity waits while the finished directory is renamed into place: outside it (what is
+ * inside is published), so a run killed between the two steps still resumes rather than starting over.
+ */
+export const identityAside = (dir: string): string => `${dir}.identity`;
 
 export interface JobState {
   converter: number;
-  identity: string;
   settings: ConvertSettings;
   trunk: TrunkIndexEntry[] | null;
   /** MoE layers whose bank and codebook part are finished. */
@@ -31,7 +39,7 @@ export interface JobState {
 }
 
 export class Job {
-  private locked = false;
+  private lockFile: PidLock | undefined;
 
   private constructor(
     readonly dir: string,
@@ -45,15 +53,17 @@ export class Job {
    */
   static open(dir: string, identity: string, settings: ConvertSettings, log: (line: string) => void): Job {
     let prev: JobState | undefined;
+    let prevIdentity: string | undefined;
     try {
       if (fs.existsSync(dir)) {
         if (!fs.statSync(dir).isDirectory()) throw new WasteError('E_ARG', `${dir} exists and is not a directory; remove it`);
         prev = readState(path.join(dir, STATE_FILE));
+        prevIdentity = readIdentity(path.join(dir, IDENTITY_FILE)) ?? readIdentity(identityAside(dir));
       } else fs.mkdirSync(dir, { recursive: true });
     } catch (e) {
       throw fromSystemError(dir, e);
     }
-    const job = prev && prev.identity === identity ? new Job(dir, prev, true) : new Job(dir, fresh(identity, settings), false);
+    const job = prev && prevIdentity === identity ? new Job(dir, prev, true) : new Job(dir, fresh(settings), false);
     job.lock();
     if (!job.resumed) {
       const stale = fs.readdirSync(dir).filter((f) => f !== LOCK_FILE);
@@ -61,9 +71,28 @@ export class Job {
         log(`${dir} holds an earlier conversion of other input or settings; starting over`);
         for (const f of stale) fs.rmSync(path.join(dir, f), { recursive: true, force: true });
       }
+      // the identity first: a record without one is never resumed
+      writeFileAtomic(path.join(dir, IDENTITY_FILE), identity + '\n');
       job.save();
     }
+    // resumed from the identity set aside by a run killed while publishing: back inside, then the copy goes
+    if (job.resumed && !fs.existsSync(path.join(dir, IDENTITY_FILE))) writeFileAtomic(path.join(dir, IDENTITY_FILE), identity + '\n');
+    fs.rmSync(identityAside(dir), { force: true });
     return job;
+  }
+
+  /**
+   * Publish the finished directory at `out` with `publish` (one rename): the identity is moved out
+   * of it first (aside, so a kill in between still resumes) and dropped once the rename is done.
+   */
+  publish(publish: () => void): void {
+    const inside = path.join(this.dir, IDENTITY_FILE);
+    const aside = identityAside(this.dir);
+    writeFileAtomic(aside, readText(inside, 256));
+    fs.rmSync(inside, { force: true });
+    this.unlock();
+    publish();
+    fs.rmSync(aside, { force: true });
   }
 
   /** Record progress: atomically, so the record is always one whole version. */
@@ -76,50 +105,40 @@ export class Job {
    * left by a process that no longer runs is taken over.
    */
   private lock(): void {
-    const file = path.join(this.dir, LOCK_FILE);
-    for (let attempt = 0; attempt < 2; attempt++) {
-      try {
-        fs.writeFileSync(file, String(process.pid), { flag: 'wx' });
-        this.locked = true;
-        return;
-      } catch (e) {
-        if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw fromSystemError(file, e);
-      }
-      let pid = NaN;
-      try {
-        // a regular file of a few bytes: anything else in its place is not a lock of ours
-        pid = Number(readText(file, 64).trim());
-      } catch {
-        /* not a pid */
-      }
-      if (Number.isInteger(pid) && pid > 0 && pid !== process.pid && processAlive(pid))
-        throw new WasteError('E_STATE', `another conversion (process ${pid}) is writing ${this.dir}; wait for it or stop it`);
-      fs.rmSync(file, { force: true });
-    }
-    throw new WasteError('E_STATE', `could not lock ${this.dir}`);
+    this.lockFile = PidLock.take(path.join(this.dir, LOCK_FILE), (pid) =>
+      pid === process.pid ? `another conversion in this process is writing ${this.dir}` : `another conversion (process ${pid}) is writing ${this.dir}; wait for it or stop it`,
+    );
   }
 
   unlock(): void {
-    if (!this.locked) return;
-    this.locked = false;
-    fs.rmSync(path.join(this.dir, LOCK_FILE), { force: true });
+    this.lockFile?.release();
+    this.lockFile = undefined;
   }
 
   /** Remove everything in the directory that is not in `keep` (temporaries of interrupted units, spent parts). */
   prune(keep: Set<string>): void {
-    for (const f of fs.readdirSync(this.dir)) if (!keep.has(f) && f !== LOCK_FILE) fs.rmSync(path.join(this.dir, f), { recursive: true, force: true });
+    for (const f of fs.readdirSync(this.dir)) if (!keep.has(f) && f !== LOCK_FILE && f !== IDENTITY_FILE) fs.rmSync(path.join(this.dir, f), { recursive: true, force: true });
   }
 }
 
-function fresh(identity: string, settings: ConvertSettings): JobState {
-  return { converter: CONVERTER_VERSION, identity, settings, trunk: null, layers: [], codebooks: false };
+function fresh(settings: ConvertSettings): JobState {
+  return { converter: CONVERTER_VERSION, settings, trunk: null, layers: [], codebooks: false };
+}
+
+function readIdentity(file: string): string | undefined {
+  try {
+    const s = readText(file, 256).trim();
+    return /^[0-9a-f]{64}$/.test(s) ? s : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /** The record, if it is one this converter wrote; anything else means "start over". */
 function readState(file: string): JobState | undefined {
   try {
     const s: unknown = JSON.parse(readText(file, 16 << 20));
-    if (!isObject(s) || s.converter !== CONVERTER_VERSION || typeof s.identity !== 'string') return undefined;
+    if (!isObject(s) || s.converter !== CONVERTER_VERSION) return undefined;
     if (!(s.trunk === null || Array.isArray(s.trunk)) || !Array.isArray(s.layers) || !s.layers.every((l) => Number.isInteger(l)) || typeof s.codebooks !== 'boolean')
       return undefined;
     return s as unknown as JobState;

@@ -16,6 +16,11 @@ const memories = new Map(init.memories.map((m) => [m.id, m.memory]));
 // the map is the only handle kept: a detached memory must be collectable
 init.memories = [];
 let epoch = 0;
+// an announcement waiting for this thread's acknowledgement learns that none will come
+process.on('exit', () => {
+  Atomics.add(ctrl, Q.LOST, 1);
+  Atomics.notify(ctrl, Q.MEMS_ACK);
+});
 
 /** Apply the attach/detach messages waiting on the port, and acknowledge each announcement. */
 function syncMemories(): void {

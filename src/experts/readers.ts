@@ -23,7 +23,9 @@ export const Q = {
   /** Bumped when memories are attached or detached (messages wait on each reader's port), and each reader's acknowledgements. */
   MEMS: 8,
   MEMS_ACK: 9,
-  SIZE: 10,
+  /** Reader threads that ended (each marks its own exit): an announcement would wait for them forever. */
+  LOST: 10,
+  SIZE: 11,
 } as const;
 
 export const Status = {
@@ -62,6 +64,8 @@ export class ReaderPool {
   private readonly workers: Worker[] = [];
   private readonly ports: MessagePort[] = [];
   private epochs = 0;
+  private lost = 0;
+  private closing = false;
 
   private constructor(threads: number, slots: number, arenas: Arena[], verifyPayloadEnd: number) {
     this.threads = threads;
@@ -84,6 +88,9 @@ export class ReaderPool {
       this.ports.push(port1);
       const w = new Worker(new URL('./reader.js', import.meta.url), { workerData: { ...init, port: port2 }, transferList: [port2] });
       w.unref();
+      // a thread that died before an announcement (its exit seen by the event loop) fails it at once
+      w.on('exit', () => void this.lost++);
+      w.on('error', () => {});
       this.workers.push(w);
     }
   }
@@ -144,11 +151,15 @@ export class ReaderPool {
     for (;;) {
       const got = Atomics.load(this.ctrl, Q.MEMS_ACK);
       if (got >= want) return;
+      // a dead reader never acknowledges: one error instead of a hang
+      if (!this.closing && (this.lost > 0 || Atomics.load(this.ctrl, Q.LOST) > 0))
+        throw new WasteError('E_STATE', `a reader thread has stopped, so the ${msg.type === 'attach' ? 'new memory cannot be shared with' : 'memory cannot be released by'} the readers; close the model and open it again`);
       Atomics.wait(this.ctrl, Q.MEMS_ACK, got, 1000);
     }
   }
 
   async close(): Promise<void> {
+    this.closing = true;
     Atomics.store(this.ctrl, Q.EXIT, 1);
     Atomics.add(this.ctrl, Q.WORK, 1);
     Atomics.notify(this.ctrl, Q.WORK);

@@ -49,10 +49,10 @@ export async function downloadFile(hub: Hub, repo: string, commit: string, file:
       return;
     } catch (e) {
       if (opts.signal?.aborted) throw e;
-      const fatal = e instanceof WasteError && (e.code !== 'E_IO' || /HTTP 40[134]|hash|no space|ENOSPC/.test(e.message));
+      const fatal = e instanceof WasteError && (e.code !== 'E_IO' || /HTTP 40[134]|hash/.test(e.message));
       if (fatal || attempt >= attempts) {
         const msg = e instanceof Error ? e.message : String(e);
-        throw e instanceof WasteError && msg.includes(file.path) ? e : new WasteError('E_IO', `${repo}/${file.path}: ${msg}`);
+        throw e instanceof WasteError && msg.includes(file.path) ? e : new WasteError(e instanceof WasteError ? e.code : 'E_IO', `${repo}/${file.path}: ${msg}`);
       }
       opts.log?.(`${file.path}: ${e instanceof Error ? e.message : String(e)}; trying again in ${(pause / 1000).toFixed(1)} s`);
       await new Promise((r) => setTimeout(r, pause));
@@ -114,7 +114,6 @@ async function fetchOnce(hub: Hub, repo: string, commit: string, file: HubFile, 
   } catch (e) {
     if (e instanceof WasteError) throw e;
     const err = e as NodeJS.ErrnoException;
-    if (err.code === 'ENOSPC') throw new WasteError('E_IO', `${part}: no space left on device`);
     if (typeof err.code === 'string' && err.syscall) throw fromSystemError(part, e);
     throw new WasteError('E_IO', e instanceof Error ? e.message : String(e));
   } finally {

@@ -38,6 +38,11 @@ export class Hub {
     this.fetchFn = opts.fetch;
   }
 
+  /** What another thread needs to reach the same hub; undefined with a custom fetch (it cannot cross threads). */
+  portable(): { endpoint: string; token?: string } | undefined {
+    return this.fetchFn ? undefined : { endpoint: this.endpoint, ...(this.token ? { token: this.token } : {}) };
+  }
+
   private params(repo: string) {
     return { repo: { type: 'model' as const, name: repo }, hubUrl: this.endpoint, ...(this.token ? { accessToken: this.token } : {}), ...(this.fetchFn ? { fetch: this.fetchFn } : {}) };
   }

@@ -53,9 +53,9 @@ export function knownModel(nameOrRepo: string): KnownModel | undefined {
 
 /**
  * Disk a pull needs at its peak from the published totals: the container, the trunk's copies,
- * and two shards in flight (a layer's experts may straddle two). Downloading everything first
- * needs the checkpoint and the container.
+ * two shards converting (a layer's experts may straddle two) and the next one downloading
+ * meanwhile. Downloading everything first needs the checkpoint and the container.
  */
 export function knownPeaks(k: KnownModel): { streaming: number; full: number } {
-  return { streaming: k.containerBytes + k.trunkSourceBytes + (2 * k.checkpointBytes) / k.shards, full: k.checkpointBytes + k.containerBytes };
+  return { streaming: k.containerBytes + k.trunkSourceBytes + (3 * k.checkpointBytes) / k.shards, full: k.checkpointBytes + k.containerBytes };
 }

@@ -3,7 +3,7 @@ import * as path from 'node:path';
 import { readCheckpointConfig } from '../checkpoint/config.js';
 import { SafetensorsSet, headerLength } from '../checkpoint/safetensors.js';
 import { CheckpointWeights } from '../checkpoint/weights.js';
-import { copyTensors } from '../checkpoint/write.js';
+import { copiedBytes, copyTensors } from '../checkpoint/write.js';
 import { type ConvertOptions, Conversion } from '../convert/convert.js';
 import { type ConvertPlan, DEFAULT_SETTINGS, planConversion } from '../convert/plan.js';
 import type { KimiConfig } from '../model/parts/kimi-config.js';
@@ -15,10 +15,12 @@ import { isObject } from '../util/fields.js';
 import { readBytes, readJson } from '../util/read.js';
 import { formatSize } from '../util/size.js';
 import { writeFileAtomic } from '../container/write.js';
+import { PidLock } from '../util/pid-lock.js';
 import { downloadFile, withRetries } from './download.js';
 import { Hub, type HubFile, type HubOptions } from './hub.js';
 import { knownModel } from './known.js';
 import { type ShardUse, schedule } from './schedule.js';
+import { DownloadThread } from './download-thread.js';
 
 export interface PullOptions extends Omit<ConvertOptions, 'onProgress'> {
   /** The store name (default: the short name used, else the repository's name). */
@@ -26,6 +28,12 @@ export interface PullOptions extends Omit<ConvertOptions, 'onProgress'> {
   /** Keep the downloaded checkpoint (in `$WASTE_HOME/downloads/NAME/`): nothing is deleted as it is converted. */
   keepSource?: boolean;
   hub?: HubOptions;
+  /**
+   * Download the next shard on a thread of its own while the current one's layers convert (default
+   * true; the disk's peak allows one shard ahead). false fetches and converts in turn; a custom
+   * `hub.fetch` does too (it cannot cross threads).
+   */
+  overlap?: boolean;
   /** Per-connection stall timeout, attempts and first retry pause (see DownloadOptions). */
   stallMs?: number;
   attempts?: number;
@@ -100,6 +108,7 @@ export async function planPull(spec: string, opts: PullOptions = {}): Promise<Pu
     return p.plan;
   } finally {
     p.st.close();
+    p.lock.release();
   }
 }
 
@@ -107,7 +116,12 @@ export async function planPull(spec: string, opts: PullOptions = {}): Promise<Pu
 export async function pull(spec: string, opts: PullOptions = {}): Promise<PullResult> {
   const t0 = performance.now();
   const p = await Puller.prepare(spec, opts);
-  return p.run(t0);
+  try {
+    return await p.run(t0);
+  } finally {
+    p.st.close();
+    p.lock.release();
+  }
 }
 
 class Puller {
@@ -116,6 +130,8 @@ class Puller {
   private constructor(
     readonly plan: PullPlan,
     readonly st: SafetensorsSet,
+    /** The name's lock: one pull into a name at a time. */
+    readonly lock: PidLock,
     private readonly hub: Hub,
     private readonly dl: string,
     private readonly uses: ShardUse[],
@@ -128,11 +144,21 @@ class Puller {
   static async prepare(spec: string, opts: PullOptions): Promise<Puller> {
     const { repo, revision, short } = parseSpec(spec);
     const name = checkStoreName(opts.name ?? short ?? repo.split('/')[1]);
-    const log = opts.log ?? (() => {});
     const out = path.join(modelsDir(), name);
     if (fs.existsSync(path.join(out, 'manifest.json')) && !opts.force) throw new WasteError('E_ARG', `${name} is in the store already (${out}); \`waste rm ${name}\` first, or pass --force to replace it`);
     const hub = new Hub(opts.hub);
     const dl = path.join(downloadsDir(), name);
+    const lock = lockName(name);
+    try {
+      return await Puller.plan(repo, revision, name, hub, dl, lock, opts);
+    } catch (e) {
+      lock.release();
+      throw e;
+    }
+  }
+
+  private static async plan(repo: string, revision: string, name: string, hub: Hub, dl: string, lock: PidLock, opts: PullOptions): Promise<Puller> {
+    const log = opts.log ?? (() => {});
     // a pull resumed reads the commit it started from, whatever the branch points to now
     const prev = readState(dl);
     let commit: string;
@@ -192,7 +218,7 @@ class Puller {
       for (const k of Object.keys(DEFAULT_SETTINGS) as (keyof typeof settings)[]) if (opts[k] !== undefined) (settings as Record<string, unknown>)[k] = opts[k];
       const convert = planConversion(dl, w, cfg, settings, stampOf(shards));
       // the trunk tensors an earlier run copied out of shards since deleted are read from the copies
-      // (after planning: the plan's identity names the shards, not where their tensors are now)
+      // (after planning: the resume identity names the shards, not where their tensors are now)
       for (const s of shards) {
         const copy = stagedFile(dl, s.path);
         if (fs.existsSync(copy)) st.repoint(copy);
@@ -200,24 +226,20 @@ class Puller {
 
       const trunkNames = new Map<string, string[]>();
       const uses: ShardUse[] = shards.map((s) => {
-        let trunkBytes = 0;
         const layers = new Set<number>();
         const names: string[] = [];
         trunkNames.set(s.path, names);
         for (const t of st.names()) {
-          const info = st.info(t);
           if (!originalFile(weightMap, t, s.path)) continue;
           const m = /(?:^|\.)layers\.(\d+)\.block_sparse_moe\.experts\.\d+\./.exec(t);
           if (m) layers.add(Number(m[1]));
-          else {
-            trunkBytes += info.bytes;
-            names.push(t);
-          }
+          else names.push(t);
         }
         names.sort();
-        return { file: s.path, bytes: s.size, trunkBytes, layers: [...layers] };
+        // the copy's size, its header included: what the disk check counts
+        return { file: s.path, bytes: s.size, trunkBytes: names.length ? copiedBytes(st, names) : 0, layers: [...layers] };
       });
-      const sched = schedule(uses);
+      const sched = schedule(uses, opts.overlap === false || hub.portable() === undefined ? 0 : 1);
       const downloadBytes = small.reduce((a, f) => a + f.size, 0) + shards.reduce((a, f) => a + f.size, 0);
       const trunkSourceBytes = uses.reduce((a, u) => a + u.trunkBytes, 0);
       const plan: PullPlan = {
@@ -233,11 +255,16 @@ class Puller {
         peakFull: convert.totalBytes + downloadBytes,
         convert,
       };
-      return new Puller(plan, st, hub, dl, uses, trunkNames, opts, resumed);
+      return new Puller(plan, st, lock, hub, dl, uses, trunkNames, opts, resumed);
     } catch (e) {
       st.close();
       throw e;
     }
+  }
+
+  /** The hub as the download thread reaches it, when downloads overlap the conversion (the default). */
+  private overlapped(): { endpoint: string; token?: string } | undefined {
+    return this.opts.overlap === false ? undefined : this.hub.portable();
   }
 
   async run(t0: number): Promise<PullResult> {
@@ -246,40 +273,60 @@ class Puller {
     const keep = opts.keepSource ?? false;
     const out = path.join(modelsDir(), plan.name);
     fs.mkdirSync(modelsDir(), { recursive: true });
-    const sched = schedule(uses);
+    const ahead = this.overlapped();
+    const sched = schedule(uses, ahead ? 1 : 0);
     const onDisk = (f: string) => fs.existsSync(path.join(dl, f));
     // the disk the download still needs beside the container: its peak, less what is on disk already
-    const present = uses.filter((u) => onDisk(u.file)).reduce((a, u) => a + u.bytes, 0);
-    const staged = uses.filter((u) => fs.existsSync(stagedFile(dl, u.file))).reduce((a, u) => a + u.trunkBytes, 0);
-    const extra = Math.max(0, (keep ? plan.downloadBytes : sched.peakSourceBytes) - present - staged);
+    const need = () => {
+      const present = uses.filter((u) => onDisk(u.file)).reduce((a, u) => a + u.bytes, 0);
+      const staged = uses.filter((u) => fs.existsSync(stagedFile(dl, u.file))).reduce((a, u) => a + u.trunkBytes, 0);
+      return Math.max(0, (keep ? plan.downloadBytes : sched.peakSourceBytes) - present - staged);
+    };
 
     const shardTotal = uses.reduce((a, u) => a + u.bytes, 0);
     const total = shardTotal + plan.convert.sourceBytes;
+    // bytes fetched by earlier runs and by this one in-thread, then by the download thread
     let got = 0;
     let converted = 0;
-    const progress = (what: string) => opts.onProgress?.(got + converted, total, what);
-    const conv = await Conversion.open(dl, out, { ...opts, onProgress: (d, _t, what) => ((converted = d), progress(what)) }, { st, extraBytes: extra, plan: plan.convert });
+    let thread: DownloadThread | undefined;
+    const progress = (what: string) => opts.onProgress?.(got + (thread?.arrived ?? 0) + converted, total, what);
+    const conv = await Conversion.open(dl, out, { ...opts, onProgress: (d, _t, what) => ((converted = d), progress(what)) }, { st, extraBytes: need(), plan: plan.convert });
     try {
+      if (ahead) thread = new DownloadThread({ ...ahead, stallMs: opts.stallMs, attempts: opts.attempts, retryMs: opts.retryMs }, (f) => progress(`fetching ${f}`), log);
       const spent = (u: ShardUse) => (u.trunkBytes === 0 || fs.existsSync(stagedFile(dl, u.file)) || keep) && u.layers.every((l) => conv.layerDone(l));
       // what an earlier run fetched counts as done: the shards on disk and those converted and deleted
       got = uses.filter((u) => onDisk(u.file) || spent(u)).reduce((a, u) => a + u.bytes, 0);
-      for (const u of uses) {
+      // shard i's download: on the thread while shard i - 1's layers convert, or here, in turn
+      const fetching: (Promise<void> | undefined)[] = [];
+      const start = (i: number) => {
+        const u = uses[i];
+        if (!u || fetching[i]) return;
         const file = path.join(dl, u.file);
-        if (!onDisk(u.file) && !spent(u)) {
-          const f = plan.files.find((x) => x.path === u.file)!;
-          got += partBytes(file);
-          await downloadFile(this.hub, plan.repo, plan.commit, f, file, {
-            onBytes: (n) => {
-              got += n;
-              this.fetched += Math.max(0, n);
-              progress(`fetching ${u.file}`);
-            },
-            stallMs: opts.stallMs,
-            attempts: opts.attempts,
-            retryMs: opts.retryMs,
-            log,
-          });
-        }
+        if (onDisk(u.file) || spent(u)) return void (fetching[i] = Promise.resolve());
+        const f = plan.files.find((x) => x.path === u.file)!;
+        got += partBytes(file);
+        fetching[i] = thread
+          ? thread.fetch(plan.repo, plan.commit, f, file)
+          : downloadFile(this.hub, plan.repo, plan.commit, f, file, {
+              onBytes: (n) => {
+                got += n;
+                this.fetched += Math.max(0, n);
+                progress(`fetching ${u.file}`);
+              },
+              stallMs: opts.stallMs,
+              attempts: opts.attempts,
+              retryMs: opts.retryMs,
+              log,
+            });
+        // awaited in turn; a failure while an earlier layer converts is not unhandled meanwhile
+        fetching[i].catch(() => {});
+      };
+      for (let i = 0; i < uses.length; i++) {
+        const u = uses[i];
+        start(i);
+        await fetching[i];
+        // the next shard downloads while this one's layers convert: one shard ahead, as the schedule's peak allows
+        if (thread) start(i + 1);
         if (!keep && u.trunkBytes && !fs.existsSync(stagedFile(dl, u.file))) {
           copyTensors(st, this.trunkNames.get(u.file)!, stagedFile(dl, u.file));
           st.repoint(stagedFile(dl, u.file));
@@ -295,11 +342,33 @@ class Puller {
       const r = conv.finish({ [RECORD_FILE]: recordText({ repo: plan.repo, revision: plan.revision, commit: plan.commit, pulled: new Date().toISOString() }) });
       if (!keep) fs.rmSync(dl, { recursive: true, force: true });
       else log(`the checkpoint is kept in ${dl}`);
-      return { dir: r.out, plan, resumed: this.resumed || r.resumed, fetchedBytes: this.fetched, seconds: (performance.now() - t0) / 1000, ...(keep ? { source: dl } : {}) };
+      return { dir: r.out, plan, resumed: this.resumed || r.resumed, fetchedBytes: this.fetched + (thread?.fetched ?? 0), seconds: (performance.now() - t0) / 1000, ...(keep ? { source: dl } : {}) };
+    } catch (e) {
+      throw conv.noSpace(e, need(), 'download and container need');
     } finally {
+      await thread?.close();
       await conv.close();
     }
   }
+}
+
+/**
+ * One pull into a name at a time: two would write the same downloads and partial container. The
+ * lock sits beside `downloads/NAME` (a pull that starts over deletes that directory).
+ */
+export function nameLockFile(name: string): string {
+  return path.join(downloadsDir(), `${name}.lock`);
+}
+
+function lockName(name: string): PidLock {
+  try {
+    fs.mkdirSync(downloadsDir(), { recursive: true });
+  } catch (e) {
+    throw fromSystemError(downloadsDir(), e);
+  }
+  return PidLock.take(nameLockFile(name), (pid) =>
+    pid === process.pid ? `another pull into ${name} is running in this process` : `another pull into ${name} is running (process ${pid}); wait for it or stop it`,
+  );
 }
 
 function retryOpts(o: PullOptions) {

@@ -25,7 +25,12 @@ export interface Schedule {
   totalSourceBytes: number;
 }
 
-export function schedule(shards: ShardUse[]): Schedule {
+/**
+ * `ahead`: shards downloading while the current one's layers convert (0: in turn; 1: the next one,
+ * as `waste pull` does). The peak counts them whole, beside what the current step has not yet
+ * deleted.
+ */
+export function schedule(shards: ShardUse[], ahead = 0): Schedule {
   const order = new Map(shards.map((s, i) => [s.file, i]));
   // the last shard (in download order) each layer needs
   const lastOf = new Map<number, number>();
@@ -41,10 +46,11 @@ export function schedule(shards: ShardUse[]): Schedule {
   let present = 0;
   let trunk = 0;
   let peak = 0;
-  for (const s of shards) {
+  for (const [i, s] of shards.entries()) {
     present += s.bytes;
     trunk += s.trunkBytes;
-    peak = Math.max(peak, present + trunk);
+    const inFlight = shards.slice(i + 1, i + 1 + ahead).reduce((a, n) => a + n.bytes, 0);
+    peak = Math.max(peak, present + trunk + inFlight);
     for (const f of spentAfter.get(s.file)!) present -= shards[order.get(f)!].bytes;
   }
   return { ready, spentAfter, peakSourceBytes: peak, totalSourceBytes: shards.reduce((a, s) => a + s.bytes, 0) };

@@ -8,6 +8,7 @@ export type WasteErrorCode =
   | 'E_FORMAT' // a container or checkpoint is malformed
   | 'E_UNSUPPORTED' // well-formed, but a feature this build does not implement
   | 'E_IO' // a file is missing, short, unreadable, or fails its checksum
+  | 'E_NOSPACE' // a write found the disk full (a job that stops so resumes once there is room)
   | 'E_IMAGE' // an image is malformed, truncated, too large, or of a kind this build does not decode
   | 'E_STATE'; // the engine was used out of order (e.g. context full)
 
@@ -56,8 +57,17 @@ export function fromSystemError(path: string, err: unknown): WasteError {
           ? 'is a directory, expected a file'
           : e && e.code === 'ENOTDIR'
             ? 'not a directory'
-            : e && e.message
+            : e && (e.code === 'ENOSPC' || e.code === 'EDQUOT')
+              ? 'no space left on the device'
+              : e && e.message
               ? e.message
               : String(err);
-  return new WasteError('E_IO', `${path}: ${what}`);
+  return new WasteError(isDiskFull(e) ? 'E_NOSPACE' : 'E_IO', `${path}: ${what}`);
+}
+
+/** A write that failed for want of disk space (or quota): as a system error, or wrapped. */
+export function isDiskFull(err: unknown): boolean {
+  if (err instanceof WasteError) return err.code === 'E_NOSPACE';
+  const code = (err as NodeJS.ErrnoException | undefined)?.code;
+  return code === 'ENOSPC' || code === 'EDQUOT';
 }

@@ -4,6 +4,9 @@ import type { Command } from 'commander';
 import { planMemory } from '../../engine/plan.js';
 import { cpuCount } from '../../kernels/wasm/pool.js';
 import { architecture, openModelContainer } from '../../model/registry.js';
+import { identityAside } from '../../convert/job.js';
+import { nameLockFile } from '../../pull/pull.js';
+import { PidLock } from '../../util/pid-lock.js';
 import { checkStoreName, downloadsDir, modelsDir, storedModel } from '../../store/home.js';
 import { readRecord, sizeOnDisk } from '../../store/record.js';
 import { WasteError } from '../../util/errors.js';
@@ -46,10 +49,13 @@ export function registerList(program: Command): void {
     .argument('<name>', 'a name from `waste list`, or of a pull that did not finish')
     .action((name: string) => {
       checkStoreName(name);
+      const puller = PidLock.holder(nameLockFile(name));
+      if (puller !== undefined) throw new WasteError('E_STATE', `a pull into ${name} is running (process ${puller}); stop it first`);
       sweepRemovals();
       const parts: [string, string | undefined][] = [
         ['the model', storedModel(name)],
         ["an unfinished pull's conversion", existing(path.join(modelsDir(), `${name}.partial`))],
+        ["an unfinished pull's conversion record", existing(identityAside(path.join(modelsDir(), `${name}.partial`)))],
         ["an unfinished pull's downloads (or a kept checkpoint)", existing(path.join(downloadsDir(), name))],
       ];
       const found = parts.filter((p): p is [string, string] => p[1] !== undefined);
@@ -60,6 +66,8 @@ export function registerList(program: Command): void {
         fs.renameSync(dir, aside);
         fs.rmSync(aside, { recursive: true, force: true });
       }
+      // a lock its pull left when killed (none runs: checked above)
+      fs.rmSync(nameLockFile(name), { force: true });
       process.stdout.write(`removed ${name}: ${found.map(([what]) => what).join(', ')}\n`);
     });
 }

@@ -31,7 +31,7 @@ export function registerPull(program: Command): void {
               `  checkpoint      ${formatSize(k.checkpointBytes)} in ${k.shards} shards`,
               `  container       ${formatSize(k.containerBytes)}`,
               `  floor (4K ctx)  ${formatSize(k.floorBytes)} of RAM`,
-              `  disk at peak    ${formatSize(peak.streaming)} streaming (container + trunk copies + 2 shards), ${formatSize(peak.full)} downloading everything first (--keep-source)`,
+              `  disk at peak    ${formatSize(peak.streaming)} streaming (container + trunk copies + 2 shards converting + 1 downloading), ${formatSize(peak.full)} downloading everything first (--keep-source)`,
             ].join('\n') + '\n',
           );
           return;
