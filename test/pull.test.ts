@@ -262,7 +262,7 @@ describe('waste pull: faults', () => {
       child.kill('SIGKILL');
       await new Promise((r) => child.once('exit', r));
     }
-    assert.ok(fs.existsSync(path.join(home, 'downloads', 'tiny-moe.lock')), 'the killed pull left its lock');
+    assert.ok(fs.existsSync(path.join(home, 'downloads', '.tiny-moe.lock')), 'the killed pull left its lock');
     // in one process: the second of two concurrent pulls is refused, the first finishes (taking over the dead pid's lock)
     const [a, b] = await withHome(home, () =>
       Promise.allSettled([pull(REPO, { ...FAST, hub: { endpoint: hub.url } }), pull(REPO, { ...FAST, hub: { endpoint: hub.url } })]),
@@ -270,7 +270,7 @@ describe('waste pull: faults', () => {
     assert.equal(a.status, 'fulfilled', a.status === 'rejected' ? String(a.reason) : '');
     assert.ok(b.status === 'rejected' && b.reason instanceof WasteError && /another pull into tiny-moe is running in this process/.test(b.reason.message));
     if (a.status === 'fulfilled') assertSameContainer(a.value.dir, ref);
-    assert.ok(!fs.existsSync(path.join(home, 'downloads', 'tiny-moe.lock')), 'the lock is released');
+    assert.ok(!fs.existsSync(path.join(home, 'downloads', '.tiny-moe.lock')), 'the lock is released');
   });
 
   it('killed while fetching, it resumes without fetching a finished shard again', async () => {

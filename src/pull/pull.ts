@@ -8,7 +8,7 @@ import { type ConvertOptions, Conversion } from '../convert/convert.js';
 import { type ConvertPlan, DEFAULT_SETTINGS, planConversion } from '../convert/plan.js';
 import type { KimiConfig } from '../model/parts/kimi-config.js';
 import { architectureOf } from '../model/registry.js';
-import { checkStoreName, downloadsDir, modelsDir } from '../store/home.js';
+import { checkStoreName, downloadsDir, modelsDir, pullLockFile } from '../store/home.js';
 import { RECORD_FILE, recordText } from '../store/record.js';
 import { WasteError, fromSystemError } from '../util/errors.js';
 import { isObject } from '../util/fields.js';
@@ -352,21 +352,15 @@ class Puller {
   }
 }
 
-/**
- * One pull into a name at a time: two would write the same downloads and partial container. The
- * lock sits beside `downloads/NAME` (a pull that starts over deletes that directory).
- */
-export function nameLockFile(name: string): string {
-  return path.join(downloadsDir(), `${name}.lock`);
-}
-
 function lockName(name: string): PidLock {
   try {
     fs.mkdirSync(downloadsDir(), { recursive: true });
   } catch (e) {
     throw fromSystemError(downloadsDir(), e);
   }
-  return PidLock.take(nameLockFile(name), (pid) =>
+  // one pull into a name at a time: two would write the same downloads and partial container; the
+  // lock sits beside downloads/NAME (a pull that starts over deletes that directory)
+  return PidLock.take(pullLockFile(name), (pid) =>
     pid === process.pid ? `another pull into ${name} is running in this process` : `another pull into ${name} is running (process ${pid}); wait for it or stop it`,
   );
 }

@@ -24,9 +24,17 @@ export function downloadsDir(): string {
 
 /** A store name: what a directory may be called on every file system, and never a path. */
 export function checkStoreName(name: string): string {
-  if (typeof name !== 'string' || !/^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/.test(name) || name.endsWith('.partial'))
-    throw new WasteError('E_ARG', `a model name is 1 to 100 letters, digits, '.', '_' or '-', starting with a letter or digit, not ending in .partial (got ${JSON.stringify(name)})`);
+  if (typeof name !== 'string' || !/^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/.test(name) || /\.(partial|identity)$/.test(name))
+    throw new WasteError('E_ARG', `a model name is 1 to 100 letters, digits, '.', '_' or '-', starting with a letter or digit, not ending in .partial or .identity (got ${JSON.stringify(name)})`);
   return name;
+}
+
+/**
+ * The lock of a pull into `name` (held by pull, and by rm while it removes): dot-named, so no
+ * store name (never starting with '.') can collide with it or with the files taking it makes.
+ */
+export function pullLockFile(name: string): string {
+  return path.join(downloadsDir(), `.${name}.lock`);
 }
 
 /** The directory of stored model `name`, if there is one. */

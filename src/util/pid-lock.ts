@@ -5,6 +5,8 @@ import { readText } from './read.js';
 
 /** Lock files this process holds: a second taker in the same process is refused too (its pid is ours). */
 const held = new Set<string>();
+/** A millisecond's pause in synchronous code (while another process breaks a stale lock). */
+const PAUSE = new Int32Array(new SharedArrayBuffer(4));
 
 /**
  * A lock file holding its owner's pid, created exclusively. One left by a process that no longer
@@ -16,18 +18,29 @@ export class PidLock {
   private constructor(readonly file: string) {}
 
   static take(file: string, busy: (pid: number) => string): PidLock {
-    if (held.has(file)) throw new WasteError('E_STATE', busy(process.pid));
-    for (let attempt = 0; attempt < 2; attempt++) {
-      try {
-        fs.writeFileSync(file, String(process.pid), { flag: 'wx' });
+    const refuse = (pid: number) => new WasteError('E_STATE', `${busy(pid)} (its lock: ${file})`);
+    if (held.has(file)) throw refuse(process.pid);
+    const live = (pid: number | undefined): pid is number => pid !== undefined && pid !== process.pid && processAlive(pid);
+    for (let attempt = 0; attempt < 500; attempt++) {
+      if (create(file)) {
         held.add(file);
         return new PidLock(file);
-      } catch (e) {
-        if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw fromSystemError(file, e);
       }
       const pid = ownerOf(file);
-      if (pid !== undefined && pid !== process.pid && processAlive(pid)) throw new WasteError('E_STATE', busy(pid));
-      fs.rmSync(file, { force: true });
+      if (live(pid)) throw refuse(pid);
+      // stale (or gone): removed only under a second lock and after a second look, so a taker that
+      // saw the dead owner cannot delete a lock another has created since
+      const breaker = `${file}.break`;
+      if (create(breaker)) {
+        try {
+          if (!live(ownerOf(file))) fs.rmSync(file, { force: true });
+        } finally {
+          fs.rmSync(breaker, { force: true });
+        }
+      } else {
+        if (!live(ownerOf(breaker))) fs.rmSync(breaker, { force: true });
+        Atomics.wait(PAUSE, 0, 0, 1);
+      }
     }
     throw new WasteError('E_STATE', `could not take the lock ${file}`);
   }
@@ -44,6 +57,36 @@ export class PidLock {
     this.released = true;
     held.delete(this.file);
     fs.rmSync(this.file, { force: true });
+  }
+}
+
+/**
+ * Creates `file` holding our pid in one step: written to a file of our own, then hard-linked into
+ * place, so no taker ever sees the lock empty. Where hard links are refused, an exclusive create.
+ */
+function create(file: string): boolean {
+  const tmp = `${file}.${process.pid}.tmp`;
+  try {
+    fs.writeFileSync(tmp, String(process.pid));
+  } catch (e) {
+    throw fromSystemError(tmp, e);
+  }
+  try {
+    fs.linkSync(tmp, file);
+    return true;
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code === 'EEXIST') return false;
+    if (code !== 'EPERM' && code !== 'ENOTSUP' && code !== 'EOPNOTSUPP') throw fromSystemError(file, e);
+  } finally {
+    fs.rmSync(tmp, { force: true });
+  }
+  try {
+    fs.writeFileSync(file, String(process.pid), { flag: 'wx' });
+    return true;
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'EEXIST') return false;
+    throw fromSystemError(file, e);
   }
 }
 

@@ -5,9 +5,8 @@ import { planMemory } from '../../engine/plan.js';
 import { cpuCount } from '../../kernels/wasm/pool.js';
 import { architecture, openModelContainer } from '../../model/registry.js';
 import { identityAside } from '../../convert/job.js';
-import { nameLockFile } from '../../pull/pull.js';
 import { PidLock } from '../../util/pid-lock.js';
-import { checkStoreName, downloadsDir, modelsDir, storedModel } from '../../store/home.js';
+import { checkStoreName, downloadsDir, modelsDir, pullLockFile, storedModel } from '../../store/home.js';
 import { readRecord, sizeOnDisk } from '../../store/record.js';
 import { WasteError } from '../../util/errors.js';
 import { formatSize } from '../../util/size.js';
@@ -49,8 +48,9 @@ export function registerList(program: Command): void {
     .argument('<name>', 'a name from `waste list`, or of a pull that did not finish')
     .action((name: string) => {
       checkStoreName(name);
-      const puller = PidLock.holder(nameLockFile(name));
-      if (puller !== undefined) throw new WasteError('E_STATE', `a pull into ${name} is running (process ${puller}); stop it first`);
+      // held for the whole removal, so no pull into the name starts half-way through it
+      const lock = PidLock.take(pullLockFile(name), (pid) => `a pull into ${name} is running (process ${pid}); stop it first`);
+      try {
       sweepRemovals();
       const parts: [string, string | undefined][] = [
         ['the model', storedModel(name)],
@@ -66,9 +66,10 @@ export function registerList(program: Command): void {
         fs.renameSync(dir, aside);
         fs.rmSync(aside, { recursive: true, force: true });
       }
-      // a lock its pull left when killed (none runs: checked above)
-      fs.rmSync(nameLockFile(name), { force: true });
       process.stdout.write(`removed ${name}: ${found.map(([what]) => what).join(', ')}\n`);
+      } finally {
+        lock.release();
+      }
     });
 }
 
