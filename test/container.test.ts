@@ -101,6 +101,7 @@ describe('container reader', () => {
       ['a bank of the wrong size', (m) => (m.layers['1'].bytes = 8 * 4096), 'E_FORMAT', /too small for the expert shapes/],
       ['a codebook base past the end', (m) => (m.layers['2'].codebook_base = 25), 'E_FORMAT', /codebook_base 25 needs codebooks up to 34/],
       ['vec_dim that does not divide', (m) => (m.expert_quant.vec_dim = 7), 'E_FORMAT', /vec_dim 7 does not divide/],
+      ["index_block past what a kernel's scratch holds", (m) => (m.expert_quant.index_block = 65536), 'E_FORMAT', /index_block must be an integer in 0\.\.4096 \(got 65536\)/],
       ['a Q3G trunk tensor', (m) => (m.trunk[5].fmt = 7), 'E_UNSUPPORTED', /Q3G/],
       ['VQ4P experts', (m) => Object.assign(m.expert_quant, { fmt: 'VQ4P', stages: 4, entries: 64, index_bits: 6 }), 'E_UNSUPPORTED', /VQ4P/],
       ['two tensors on the same bytes', (m) => (tensor(m, IN_NORM).off = tensor(m, POST_NORM).off), 'E_FORMAT', /trunk tensors overlap in trunk\.bin: model\.layers\.0\.(input|post_attention)_layernorm\.weight \(bytes \d+\.\.\d+\) and model\.layers\.0\.(input|post_attention)_layernorm\.weight/],

@@ -126,7 +126,8 @@ function traceRouter(file: string, moeLayers: number[], experts: number): (layer
   return (L, row) => {
     if (L === moeLayers[0] && row === 0) pass++;
     const ids = trace[(13 * Math.max(0, pass) + 77 * row) % trace.length][moeLayers.indexOf(L)];
-    if (!ids) return undefined;
+    // a line with more choices than this container has experts (or none) routes as the model does
+    if (!ids || !ids.length || ids.length > experts) return undefined;
     // the recorded ids on this container's experts, kept distinct
     const out: number[] = [];
     for (const e of ids) {

@@ -166,7 +166,8 @@ function parseExpertQuant(eq: Fields): ExpertQuant {
     vecDim: eq.int('vec_dim', 1, 64, 8),
     entries: eq.int('entries', 1, 256, 256),
     // Every writer blocks by 64 rows and the C engine assumes 64 when the key is absent.
-    indexBlock: eq.int('index_block', 0, 65536, 64),
+    // (at most 4096: a kernel keeps a block's row sums, 4 bytes a row, in a thread's 64 KiB scratch)
+    indexBlock: eq.int('index_block', 0, 4096, 64),
     indexBits,
   };
 }

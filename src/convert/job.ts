@@ -58,7 +58,10 @@ export class Job {
       if (fs.existsSync(dir)) {
         if (!fs.statSync(dir).isDirectory()) throw new WasteError('E_ARG', `${dir} exists and is not a directory; remove it`);
         prev = readState(path.join(dir, STATE_FILE));
-        prevIdentity = readIdentity(path.join(dir, IDENTITY_FILE)) ?? readIdentity(identityAside(dir));
+        // a partial from before the identity had its own file kept it in the record
+        const legacy = prev as (JobState & { identity?: unknown }) | undefined;
+        prevIdentity = readIdentity(path.join(dir, IDENTITY_FILE)) ?? readIdentity(identityAside(dir)) ?? (typeof legacy?.identity === 'string' ? legacy.identity : undefined);
+        if (legacy && 'identity' in legacy) delete legacy.identity;
       } else fs.mkdirSync(dir, { recursive: true });
     } catch (e) {
       throw fromSystemError(dir, e);
@@ -77,6 +80,8 @@ export class Job {
     }
     // resumed from the identity set aside by a run killed while publishing: back inside, then the copy goes
     if (job.resumed && !fs.existsSync(path.join(dir, IDENTITY_FILE))) writeFileAtomic(path.join(dir, IDENTITY_FILE), identity + '\n');
+    // the record rewritten without a legacy identity, so the published convert.json is the same either way
+    if (job.resumed) job.save();
     fs.rmSync(identityAside(dir), { force: true });
     return job;
   }

@@ -164,9 +164,14 @@ export class ElasticCache {
       readers?.attach(a);
       cache.addSlots(Array.from({ length: g.slots }, (_, k) => ({ arena: a, off: base + k * stride, index: g.indexBase + k })));
     } catch (e) {
-      net.removeExpertArena?.(a);
-      kernels.detach?.(a);
-      readers?.detach(a);
+      // each step undone on its own: one that fails too (a reader thread gone) must not keep the
+      // budget charged or hide the first error
+      for (const undo of [() => net.removeExpertArena?.(a), () => kernels.detach?.(a), () => readers?.detach(a)])
+        try {
+          undo();
+        } catch {
+          /* the first error is the one reported */
+        }
       budget.release(a.capacity);
       throw e;
     }

@@ -1,6 +1,5 @@
 import { Worker } from 'node:worker_threads';
 import { WasteError, type WasteErrorCode } from '../util/errors.js';
-import type { DownloadOptions } from './download.js';
 import type { HubFile } from './hub.js';
 
 /** What the download thread is asked, and answers. */

@@ -337,7 +337,10 @@ export class WasmKernels implements Kernels {
     const { inter: I, width: W, g } = x;
     const stride = Math.ceil((2 * I + (I / g.vecDim) * g.stages * g.entries) / 16) * 64;
     const outs = this.threads * stride;
-    const need = outs + MAX_EXPERT_JOBS * W * 4;
+    // output rows for the jobs a call brings (a decode step: its top-k), not for the most a call may
+    // bring: these bytes come out of the expert cache's arena
+    const rowsWanted = Math.min(MAX_EXPERT_JOBS, Math.max(16, jobs.length));
+    const need = outs + rowsWanted * W * 4;
     if (need > b.workBytes) {
       // the working rows are charged to the budget when first needed; where it has no room, the
       // caller computes expert by expert instead (the same values)
@@ -349,11 +352,12 @@ export class WasmKernels implements Kernels {
       }
       b.workBytes = need;
     }
+    const step = Math.min(MAX_EXPERT_JOBS, Math.floor((b.workBytes - outs) / (W * 4)));
     const d = b.tmp + TMP_STRIDE - FUSED_BYTES;
     const act = x.act.kind === 'silu' ? [0, 0, 0] : [1, x.act.beta, x.act.linearBeta];
     const lookups = g.stages * ((2 * I * W) / g.vecDim + (W * I) / g.vecDim);
-    for (let j0 = 0; j0 < jobs.length; j0 += MAX_EXPERT_JOBS) {
-      const n = Math.min(MAX_EXPERT_JOBS, jobs.length - j0);
+    for (let j0 = 0; j0 < jobs.length; j0 += step) {
+      const n = Math.min(step, jobs.length - j0);
       const desc = new Int32Array(a.memory.buffer, d, n * 4);
       for (let j = 0; j < n; j++) {
         const job = jobs[j0 + j];
