@@ -27,6 +27,9 @@ export interface DownloadThreadInit {
   counters: SharedArrayBuffer;
 }
 
+/** How long a stopping thread gets to unwind its download before it is terminated. */
+const CLOSE_MS = 5000;
+
 interface Pending {
   resolve: () => void;
   reject: (e: Error) => void;
@@ -100,6 +103,10 @@ export class DownloadThread {
   /** Stop the thread; a download it was making stays as its `.part` file, resumed by the next run. */
   async close(): Promise<void> {
     this.dead ??= 'the download thread was closed';
-    await this.worker.terminate();
+    // asked to stop first, so a download in progress closes its file; terminated if it does not
+    const exited = new Promise<void>((res) => this.worker.once('exit', () => res()));
+    this.worker.postMessage({ kind: 'stop' });
+    const timer = new Promise<'late'>((res) => setTimeout(res, CLOSE_MS, 'late').unref());
+    if ((await Promise.race([exited, timer])) === 'late') await this.worker.terminate();
   }
 }

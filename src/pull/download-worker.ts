@@ -16,13 +16,22 @@ const post = (r: FetchReply) => parentPort!.postMessage(r);
 const TELL_MS = 100;
 
 let queue = Promise.resolve();
-parentPort!.on('message', (job: FetchJob) => {
-  queue = queue.then(() => run(job));
+/** Aborted by a stop: the download in progress unwinds (its file closed, its .part kept), none starts after. */
+const stopping = new AbortController();
+parentPort!.on('message', (m: FetchJob | { kind: 'stop' }) => {
+  if ('kind' in m) {
+    stopping.abort(new WasteError('E_IO', 'the download thread was closed'));
+    // ends this thread only (a worker's process.exit), once the download in progress has unwound
+    void queue.then(() => process.exit(0));
+    return;
+  }
+  queue = queue.then(() => run(m));
 });
 
 async function run(job: FetchJob): Promise<void> {
   let told = 0;
   try {
+    if (stopping.signal.aborted) throw stopping.signal.reason;
     await downloadFile(hub, job.repo, job.commit, job.file, job.dest, {
       onBytes: (n) => {
         Atomics.add(counts, 0, BigInt(n));
@@ -37,6 +46,7 @@ async function run(job: FetchJob): Promise<void> {
       attempts: init.attempts,
       retryMs: init.retryMs,
       log: (line) => post({ kind: 'log', line }),
+      signal: stopping.signal,
     });
     post({ kind: 'done', id: job.id });
   } catch (e) {
