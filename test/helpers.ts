@@ -2,12 +2,16 @@ import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
+import { after, before } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { type CheckpointOptions, writeSyntheticCheckpoint } from '../src/synth/checkpoint.js';
 import { writeSyntheticContainer, type SynthOptions } from '../src/synth/synth.js';
 import { k3Specials, synthVocabulary } from '../src/synth/tokenizer.js';
 import { parseRanks, rankFileText } from '../src/tokenizer/ranks.js';
 import { TiktokenTokenizer } from '../src/tokenizer/tiktoken.js';
+import { WasmKernels } from '../src/kernels/wasm/index.js';
+import type { Arena } from '../src/memory/arena.js';
+import { Rng } from '../src/util/prng.js';
 
 /** The repository root (tests run from dist/test/). */
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -98,4 +102,32 @@ export function testPicture(width: number, height: number, seed = 1): { width: n
     for (let x = 0; x < width; x++)
       for (let c = 0; c < 3; c++) rgb[(y * width + x) * 3 + c] = (x * (3 + c) + y * (5 + seed) + ((x * y) >> 4) * (c + 1) + seed * 17) & 255;
   return { width, height, rgb };
+}
+
+/**
+ * A seed for fresh random inputs every run: printed under `label`, so a failure can be replayed
+ * with WASTE_TEST_SEED=N.
+ */
+export function testSeed(label: string): number {
+  const s = process.env.WASTE_TEST_SEED;
+  let seed: number;
+  if (s === undefined || s === '') seed = new Rng(Date.now() >>> 0).u32();
+  else if (!/^\d+$/.test(s) || Number(s) > 0xffffffff) throw new Error(`WASTE_TEST_SEED must be an integer in 0..4294967295 (got ${s})`);
+  else seed = Number(s);
+  console.log(`${label}: random inputs from seed ${seed} (replay with WASTE_TEST_SEED=${seed})`);
+  return seed;
+}
+
+/** WebAssembly kernels on 1, 2 and 3 threads over `arena`, made before the file's tests and closed after. */
+export function kernelsOn1To3Threads(arena: Arena): { w1: WasmKernels; w2: WasmKernels; w3: WasmKernels } {
+  const k = {} as { w1: WasmKernels; w2: WasmKernels; w3: WasmKernels };
+  before(async () => {
+    k.w1 = await WasmKernels.create(1, [arena]);
+    k.w2 = await WasmKernels.create(2, [arena]);
+    k.w3 = await WasmKernels.create(3, [arena]);
+  });
+  after(async () => {
+    await Promise.all([k.w1.close(), k.w2.close(), k.w3.close()]);
+  });
+  return k;
 }

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { Fmt } from '../src/container/format.js';
 import { type Tensor, makeViews, storedSizes } from '../src/container/tensor.js';
 import { tsKernels } from '../src/kernels/ts/index.js';
@@ -8,7 +8,7 @@ import { WasmKernels } from '../src/kernels/wasm/index.js';
 import { Arena } from '../src/memory/arena.js';
 import { encodeF16 } from '../src/util/f16.js';
 import { Rng } from '../src/util/prng.js';
-import { relErr, sameBits } from './helpers.js';
+import { kernelsOn1To3Threads, relErr, sameBits, testSeed } from './helpers.js';
 
 /**
  * Every WebAssembly kernel against its TypeScript reference on fresh random inputs of awkward sizes
@@ -16,28 +16,9 @@ import { relErr, sameBits } from './helpers.js';
  */
 const arena = new Arena(64 << 20);
 // fresh inputs every run; a failure names its seed, and WASTE_TEST_SEED=N replays it
-const seed = seedFromEnv() ?? new Rng(Date.now() >>> 0).u32();
+const seed = testSeed('kernels');
 const rng = new Rng(seed);
-console.log(`kernels: random inputs from seed ${seed} (replay with WASTE_TEST_SEED=${seed})`);
-
-function seedFromEnv(): number | undefined {
-  const s = process.env.WASTE_TEST_SEED;
-  if (s === undefined || s === '') return undefined;
-  if (!/^\d+$/.test(s) || Number(s) > 0xffffffff) throw new Error(`WASTE_TEST_SEED must be an integer in 0..4294967295 (got ${s})`);
-  return Number(s);
-}
-let w1: WasmKernels;
-let w2: WasmKernels;
-let w3: WasmKernels;
-
-before(async () => {
-  w1 = await WasmKernels.create(1, [arena]);
-  w2 = await WasmKernels.create(2, [arena]);
-  w3 = await WasmKernels.create(3, [arena]);
-});
-after(async () => {
-  await Promise.all([w1.close(), w2.close(), w3.close()]);
-});
+const on = kernelsOn1To3Threads(arena);
 
 function randF32(n: number, lo = -1, hi = 1): Float32Array {
   const a = arena.allocF32(n);
@@ -68,7 +49,7 @@ function randTensor(fmt: number, rows: number, cols: number, group = 128): Tenso
 function compare(name: string, outs: Float32Array[], op: (k: Kernels) => void, tol = 2e-5, scale?: number): void {
   const init = outs.map((o) => o.slice());
   const results = new Map<string, Float32Array[]>();
-  for (const [label, k] of [['ts', tsKernels], ['w1', w1], ['w2', w2], ['w3', w3]] as [string, Kernels][]) {
+  for (const [label, k] of [['ts', tsKernels], ['w1', on.w1], ['w2', on.w2], ['w3', on.w3]] as [string, Kernels][]) {
     outs.forEach((o, i) => o.set(init[i]));
     op(k);
     results.set(label, outs.map((o) => o.slice()));
@@ -140,7 +121,7 @@ describe('kernels: WebAssembly vs TypeScript reference', () => {
         // Q4G ×3 (one of another group), Q8G ×2, F32 ×1: three fused groups, two matrices alone
         const ws = [randTensor(Fmt.Q4G, 37, cols), randTensor(Fmt.Q4G, 1, cols), randTensor(Fmt.Q8G, 70, cols), randTensor(Fmt.F32, 9, cols), randTensor(Fmt.Q4G, 129, cols), randTensor(Fmt.Q8G, 5, cols), randTensor(Fmt.Q4G, 12, cols, 32)];
         const X = randF32(T * cols);
-        for (const kernels of [[w1, w2, w3], k16]) {
+        for (const kernels of [[on.w1, on.w2, on.w3], k16]) {
           const want = ws.map((w) => {
             const y = arena.allocF32(T * w.rows);
             kernels[0].matmul(w, X, y, T);
@@ -227,11 +208,11 @@ describe('kernels: WebAssembly vs TypeScript reference', () => {
       const n = vectors * stages * entries;
       const lutA = arena.allocF32(n), lutB = arena.allocF32(n), oneA = arena.allocF32(n), oneB = arena.allocF32(n);
       const yA = arena.allocF32(rows), yB = arena.allocF32(rows), oyA = arena.allocF32(rows), oyB = arena.allocF32(rows);
-      w1.vqLut(booksA, stages, entries, 8, x, vectors * 8, oneA);
-      w1.vqLut(booksB, stages, entries, 8, x, vectors * 8, oneB);
-      w1.vqApply(rec, 48, scaleA, rows, vectors * 8, g, oneA, oyA);
-      w1.vqApply(rec, 48 + idxBytes, scaleB, rows, vectors * 8, g, oneB, oyB);
-      for (const [label, k] of [['ts', tsKernels], ['w1', w1], ['w2', w2], ['w3', w3]] as [string, Kernels][]) {
+      on.w1.vqLut(booksA, stages, entries, 8, x, vectors * 8, oneA);
+      on.w1.vqLut(booksB, stages, entries, 8, x, vectors * 8, oneB);
+      on.w1.vqApply(rec, 48, scaleA, rows, vectors * 8, g, oneA, oyA);
+      on.w1.vqApply(rec, 48 + idxBytes, scaleB, rows, vectors * 8, g, oneB, oyB);
+      for (const [label, k] of [['ts', tsKernels], ['w1', on.w1], ['w2', on.w2], ['w3', on.w3]] as [string, Kernels][]) {
         lutA.fill(0), lutB.fill(0), yA.fill(0), yB.fill(0);
         k.vqLutPair(booksA, booksB, stages, entries, 8, x, vectors * 8, lutA, lutB);
         if (label !== 'ts') assert.ok(sameBits(lutA, oneA) && sameBits(lutB, oneB), `vqLutPair ${label} ${vectors} vectors [seed ${seed}]: not the bits of two vqLut calls`);
@@ -383,7 +364,7 @@ describe('kernels: WebAssembly vs TypeScript reference', () => {
     const other = new Arena(1 << 20);
     const w = randTensor(Fmt.F32, 4, 4);
     const X = other.allocF32(4);
-    assert.throws(() => w1.matmul(w, X, arena.allocF32(4), 1), /kernel buffer X is in arena \d+, the call runs in arena \d+/);
+    assert.throws(() => on.w1.matmul(w, X, arena.allocF32(4), 1), /kernel buffer X is in arena \d+, the call runs in arena \d+/);
   });
 });
 
@@ -426,7 +407,7 @@ describe('kernels: k-means building blocks for the converter', () => {
           cn[e] += C[e * dim + j] ** 2;
         }
       const ref = nearest(X, C, n, entries, dim);
-      const results = [w1, w2, w3].map((k) => {
+      const results = [on.w1, on.w2, on.w3].map((k) => {
         const idx = arena.i32(arena.alloc(n * 4, 64), n);
         const bytes = arena.u8(arena.alloc(n, 64), n);
         const dist = arena.allocF32(n);
@@ -461,7 +442,7 @@ describe('kernels: k-means building blocks for the converter', () => {
       const X = randF32(n * dim);
       const c = randF32(dim);
       const start = randF32(n, 0, 4);
-      const outs = [w1, w2, w3].map((k) => {
+      const outs = [on.w1, on.w2, on.w3].map((k) => {
         const dmin = arena.allocF32(n);
         dmin.set(start);
         k.distUpdate(X, c, dim, dmin, n);

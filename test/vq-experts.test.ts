@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { tsKernels } from '../src/kernels/ts/index.js';
 import type { GatedActivation, Kernels, VqExpertJob, VqExpertShape, VqGeometry } from '../src/kernels/types.js';
 import { WasmKernels } from '../src/kernels/wasm/index.js';
@@ -7,7 +7,7 @@ import { ARENA_RESERVED, Arena } from '../src/memory/arena.js';
 import { MemoryBudget } from '../src/memory/budget.js';
 import { decodeF16, encodeF16 } from '../src/util/f16.js';
 import { Rng } from '../src/util/prng.js';
-import { relErr, sameBits } from './helpers.js';
+import { kernelsOn1To3Threads, relErr, sameBits, testSeed } from './helpers.js';
 
 /**
  * vqExperts (whole routed experts as jobs, split between threads by expert) against the
@@ -16,20 +16,9 @@ import { relErr, sameBits } from './helpers.js';
  * whose budget has no room for its working rows (it must then compute nothing and say so).
  */
 const arena = new Arena(96 << 20);
-const seed = new Rng(Date.now() >>> 0).u32();
+const seed = testSeed('vqExperts');
 const rng = new Rng(seed);
-let w1: WasmKernels;
-let w2: WasmKernels;
-let w3: WasmKernels;
-
-before(async () => {
-  w1 = await WasmKernels.create(1, [arena]);
-  w2 = await WasmKernels.create(2, [arena]);
-  w3 = await WasmKernels.create(3, [arena]);
-});
-after(async () => {
-  await Promise.all([w1.close(), w2.close(), w3.close()]);
-});
+const on = kernelsOn1To3Threads(arena);
 
 function randF32(a: Arena, n: number, lo = -1, hi = 1): Float32Array {
   const v = a.allocF32(n);
@@ -89,8 +78,8 @@ describe(`vqExperts [seed ${seed}]`, () => {
       const jobs = (label: string) =>
         Array.from({ length: n }, (_, j): VqExpertJob => ({ rec: recs[j % 3].rec, lutGate: tables[j % 2][0], lutUp: tables[j % 2][1], y: arena.allocF32(W).fill(label === 'ref' ? 0 : NaN) }));
       const ref = jobs('ref');
-      for (const job of ref) byExpert(w1, job, shape, arena);
-      for (const [label, k] of [['w1', w1], ['w2', w2], ['w3', w3], ['ts', tsKernels]] as [string, Kernels][]) {
+      for (const job of ref) byExpert(on.w1, job, shape, arena);
+      for (const [label, k] of [['w1', on.w1], ['w2', on.w2], ['w3', on.w3], ['ts', tsKernels]] as [string, Kernels][]) {
         const got = jobs(label);
         assert.equal(k.vqExperts(got, shape), true, `${label}: computed`);
         got.forEach((job, j) => {
@@ -130,7 +119,7 @@ describe(`vqExperts [seed ${seed}]`, () => {
         }
         want[r] = f(acc * decodeF16(rec[scaleOff + 2 * r] | (rec[scaleOff + 2 * r + 1] << 8)));
       }
-      for (const [label, k] of [['w1', w1], ['w2', w2], ['w3', w3]] as [string, Kernels][]) {
+      for (const [label, k] of [['w1', on.w1], ['w2', on.w2], ['w3', on.w3]] as [string, Kernels][]) {
         const y = arena.allocF32(rows);
         k.vqApply(rec, 48, scaleOff, rows, vectors * 8, g, lut, y);
         assert.ok(sameBits(y, want), `${label}: ${rows} rows × ${vectors} vectors, ${stages} stages: not the bits of one pass`);
