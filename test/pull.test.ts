@@ -338,6 +338,10 @@ describe('waste list, rm, pull --dry-run', () => {
       const none = spawnSync(process.execPath, [BIN, 'rm', 'half'], { env, encoding: 'utf8' });
       assert.equal(none.status, 2, 'a usage error');
       assert.match(none.stderr, /no model half in .*, and no pull of it in /);
+      // a store that has never pulled (no downloads/ yet): the same one error
+      const fresh = spawnSync(process.execPath, [BIN, 'rm', 'half'], { env: { ...env, WASTE_HOME: tmpDir('empty-home') }, encoding: 'utf8' });
+      assert.equal(fresh.status, 2, fresh.stderr);
+      assert.match(fresh.stderr, /no model half in .*, and no pull of it in /);
     } finally {
       await hub.stop();
     }

@@ -48,7 +48,9 @@ export function registerList(program: Command): void {
     .argument('<name>', 'a name from `waste list`, or of a pull that did not finish')
     .action((name: string) => {
       checkStoreName(name);
-      // held for the whole removal, so no pull into the name starts half-way through it
+      // held for the whole removal, so no pull into the name starts half-way through it (the lock
+      // lives in downloads/, which a store that never pulled has not made yet)
+      fs.mkdirSync(downloadsDir(), { recursive: true });
       const lock = PidLock.take(pullLockFile(name), (pid) => `a pull into ${name} is running (process ${pid}); stop it first`);
       try {
       sweepRemovals();
