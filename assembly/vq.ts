@@ -10,6 +10,78 @@ const TABLE_BYTES: usize = 512 * 1024;
  */
 export function vq_lut(CT: usize, x: usize, lut: usize, stages: i32, entries: i32, vecDim: i32, _tmp: usize, v0: i32, v1: i32): void {
   const bookStride = <usize>vecDim * <usize>entries * 4;
+  // Both models' books have 8-dim vectors: the vector's eight inputs stay splatted in registers and
+  // sixteen entries are computed per step (the general loop reloads and splats an input per two
+  // vectors of entries): 1.4–1.5× the tables a second, the same additions in the same order.
+  if (vecDim == 8 && (entries & 15) == 0) {
+    const es = <usize>entries << 2;
+    for (let v = v0; v < v1; v++) {
+      const xv = x + (<usize>v << 5);
+      const x0 = f32x4.splat(load<f32>(xv, 0));
+      const x1 = f32x4.splat(load<f32>(xv, 4));
+      const x2 = f32x4.splat(load<f32>(xv, 8));
+      const x3 = f32x4.splat(load<f32>(xv, 12));
+      const x4 = f32x4.splat(load<f32>(xv, 16));
+      const x5 = f32x4.splat(load<f32>(xv, 20));
+      const x6 = f32x4.splat(load<f32>(xv, 24));
+      const x7 = f32x4.splat(load<f32>(xv, 28));
+      for (let s = 0; s < stages; s++) {
+        const book = CT + <usize>s * bookStride;
+        const dst = lut + (<usize>v * <usize>stages + <usize>s) * es;
+        for (let e = 0; e < entries; e += 16) {
+          const c0 = book + (<usize>e << 2);
+          const c1 = c0 + es;
+          const c2 = c1 + es;
+          const c3 = c2 + es;
+          const c4 = c3 + es;
+          const c5 = c4 + es;
+          const c6 = c5 + es;
+          const c7 = c6 + es;
+          let a0 = f32x4.splat(0);
+          a0 = f32x4.add(a0, f32x4.mul(x0, v128.load(c0, 0)));
+          a0 = f32x4.add(a0, f32x4.mul(x1, v128.load(c1, 0)));
+          a0 = f32x4.add(a0, f32x4.mul(x2, v128.load(c2, 0)));
+          a0 = f32x4.add(a0, f32x4.mul(x3, v128.load(c3, 0)));
+          a0 = f32x4.add(a0, f32x4.mul(x4, v128.load(c4, 0)));
+          a0 = f32x4.add(a0, f32x4.mul(x5, v128.load(c5, 0)));
+          a0 = f32x4.add(a0, f32x4.mul(x6, v128.load(c6, 0)));
+          a0 = f32x4.add(a0, f32x4.mul(x7, v128.load(c7, 0)));
+          v128.store(dst + (<usize>e << 2), a0, 0);
+          let a1 = f32x4.splat(0);
+          a1 = f32x4.add(a1, f32x4.mul(x0, v128.load(c0, 16)));
+          a1 = f32x4.add(a1, f32x4.mul(x1, v128.load(c1, 16)));
+          a1 = f32x4.add(a1, f32x4.mul(x2, v128.load(c2, 16)));
+          a1 = f32x4.add(a1, f32x4.mul(x3, v128.load(c3, 16)));
+          a1 = f32x4.add(a1, f32x4.mul(x4, v128.load(c4, 16)));
+          a1 = f32x4.add(a1, f32x4.mul(x5, v128.load(c5, 16)));
+          a1 = f32x4.add(a1, f32x4.mul(x6, v128.load(c6, 16)));
+          a1 = f32x4.add(a1, f32x4.mul(x7, v128.load(c7, 16)));
+          v128.store(dst + (<usize>e << 2), a1, 16);
+          let a2 = f32x4.splat(0);
+          a2 = f32x4.add(a2, f32x4.mul(x0, v128.load(c0, 32)));
+          a2 = f32x4.add(a2, f32x4.mul(x1, v128.load(c1, 32)));
+          a2 = f32x4.add(a2, f32x4.mul(x2, v128.load(c2, 32)));
+          a2 = f32x4.add(a2, f32x4.mul(x3, v128.load(c3, 32)));
+          a2 = f32x4.add(a2, f32x4.mul(x4, v128.load(c4, 32)));
+          a2 = f32x4.add(a2, f32x4.mul(x5, v128.load(c5, 32)));
+          a2 = f32x4.add(a2, f32x4.mul(x6, v128.load(c6, 32)));
+          a2 = f32x4.add(a2, f32x4.mul(x7, v128.load(c7, 32)));
+          v128.store(dst + (<usize>e << 2), a2, 32);
+          let a3 = f32x4.splat(0);
+          a3 = f32x4.add(a3, f32x4.mul(x0, v128.load(c0, 48)));
+          a3 = f32x4.add(a3, f32x4.mul(x1, v128.load(c1, 48)));
+          a3 = f32x4.add(a3, f32x4.mul(x2, v128.load(c2, 48)));
+          a3 = f32x4.add(a3, f32x4.mul(x3, v128.load(c3, 48)));
+          a3 = f32x4.add(a3, f32x4.mul(x4, v128.load(c4, 48)));
+          a3 = f32x4.add(a3, f32x4.mul(x5, v128.load(c5, 48)));
+          a3 = f32x4.add(a3, f32x4.mul(x6, v128.load(c6, 48)));
+          a3 = f32x4.add(a3, f32x4.mul(x7, v128.load(c7, 48)));
+          v128.store(dst + (<usize>e << 2), a3, 48);
+        }
+      }
+    }
+    return;
+  }
   for (let v = v0; v < v1; v++) {
     const xv = x + <usize>v * <usize>vecDim * 4;
     for (let s = 0; s < stages; s++) {
@@ -97,14 +169,14 @@ function applyPass(idx: usize, scales: usize, lut: usize, y: usize, vectors: i32
         const T1 = T + e1;
         const T2 = T + e2;
         let r = 0;
+        // One byte load per index: V8 makes each a single movzx with the offset folded, where
+        // taking three bytes out of a 32-bit word cost a copy, a shift and a mask each (and spilled
+        // registers): 1.09–1.20× the lookups a second (docs/PERFORMANCE.md).
         for (; r + 4 <= nr; r += 4, ix += 12) {
-          const w0 = load<u32>(ix);
-          const w1 = load<u32>(ix, 4);
-          const w2 = load<u32>(ix, 8);
-          const t0 = load<f32>(T + ((w0 & 0xff) << 2)) + load<f32>(T1 + (((w0 >> 8) & 0xff) << 2)) + load<f32>(T2 + (((w0 >> 16) & 0xff) << 2));
-          const t1 = load<f32>(T + ((w0 >> 24) << 2)) + load<f32>(T1 + ((w1 & 0xff) << 2)) + load<f32>(T2 + (((w1 >> 8) & 0xff) << 2));
-          const t2 = load<f32>(T + (((w1 >> 16) & 0xff) << 2)) + load<f32>(T1 + ((w1 >> 24) << 2)) + load<f32>(T2 + ((w2 & 0xff) << 2));
-          const t3 = load<f32>(T + (((w2 >> 8) & 0xff) << 2)) + load<f32>(T1 + (((w2 >> 16) & 0xff) << 2)) + load<f32>(T2 + ((w2 >> 24) << 2));
+          const t0 = load<f32>(T + (<usize>load<u8>(ix) << 2)) + load<f32>(T1 + (<usize>load<u8>(ix, 1) << 2)) + load<f32>(T2 + (<usize>load<u8>(ix, 2) << 2));
+          const t1 = load<f32>(T + (<usize>load<u8>(ix, 3) << 2)) + load<f32>(T1 + (<usize>load<u8>(ix, 4) << 2)) + load<f32>(T2 + (<usize>load<u8>(ix, 5) << 2));
+          const t2 = load<f32>(T + (<usize>load<u8>(ix, 6) << 2)) + load<f32>(T1 + (<usize>load<u8>(ix, 7) << 2)) + load<f32>(T2 + (<usize>load<u8>(ix, 8) << 2));
+          const t3 = load<f32>(T + (<usize>load<u8>(ix, 9) << 2)) + load<f32>(T1 + (<usize>load<u8>(ix, 10) << 2)) + load<f32>(T2 + (<usize>load<u8>(ix, 11) << 2));
           const a = tmp + (<usize>r << 2);
           const t = f32x4.replace_lane(f32x4.replace_lane(f32x4.replace_lane(f32x4.splat(t0), 1, t1), 2, t2), 3, t3);
           v128.store(a, f32x4.add(v128.load(a), t));
