@@ -458,3 +458,28 @@ describe('kernels: k-means building blocks for the converter', () => {
     });
   }
 });
+
+describe('the kernel pool cuts a call into chunks', () => {
+  it('that cover every row once, each starting on the alignment, whoever takes them', async () => {
+    const { C, CHUNKS_PER_THREAD, takeChunks } = await import('../src/kernels/wasm/pool.js');
+    for (const [n, parts, align] of [[1, 2, 1], [7, 2, 1], [16, 2, 1], [1000, 3, 64], [64, 2, 64], [65, 2, 64], [4096, 2, 4], [5, 3, 8]]) {
+      const ctrl = new Int32Array(C.SIZE);
+      ctrl[C.N] = n;
+      ctrl[C.ALIGN] = align;
+      ctrl[C.CHUNKS] = Math.min(Math.ceil(n / align), parts * CHUNKS_PER_THREAD);
+      const seen = new Uint8Array(n);
+      const takers: number[] = [];
+      // two takers alternating chunk by chunk, as two threads might
+      let turn = 0;
+      takeChunks(ctrl, (b, e) => {
+        assert.ok(b % align === 0 && e > b && e <= n, `chunk [${b}, ${e}) of ${n} rows, aligned to ${align}`);
+        for (let r = b; r < e; r++) seen[r]++;
+        takers.push(turn++ & 1);
+      });
+      assert.deepEqual([...new Set(seen)], [1], `every one of ${n} rows once`);
+      assert.ok(takers.length <= ctrl[C.CHUNKS]);
+      // once taken, a late helper finds nothing left
+      takeChunks(ctrl, () => assert.fail('a chunk taken twice'));
+    }
+  });
+});

@@ -6,10 +6,13 @@ import { type KernelExports, PARALLEL_KERNELS, type ParallelKernel, instantiate 
 
 /**
  * A pool of worker threads, each with the kernel module instantiated over every arena, that split
- * a kernel call by output rows. The calling thread (the leader) takes the first share itself.
- * Jobs go through a shared control block with Atomics; helpers spin briefly, then sleep.
- * Shares are fixed by (rows, threads, alignment) alone, and every row is computed independently,
- * so the result is bit-identical for any number of threads.
+ * a kernel call by output rows. The call's rows are cut into a few chunks per thread, and each
+ * thread, the calling one (the leader) included, takes the next chunk until none is left: a helper
+ * that wakes late or shares its core with another job then takes fewer chunks instead of keeping
+ * the others waiting. Jobs go through a shared control block with Atomics; helpers spin briefly,
+ * then sleep. Chunks are fixed by (rows, threads, alignment) alone, and every row is computed
+ * independently of which thread computes it, so the result is bit-identical for any number of
+ * threads.
  */
 export const C = {
   SEQ: 0,
@@ -26,6 +29,9 @@ export const C = {
   SPIN: 11,
   /** Helpers currently asleep in Atomics.wait (waking one costs tens of µs). */
   SLEEPING: 12,
+  /** The next chunk to take, and how many the call has. */
+  NEXT: 13,
+  CHUNKS: 14,
   SIZE: 16,
 } as const;
 export const CMD_RUN = 0;
@@ -44,11 +50,25 @@ export interface WorkerInit {
   memories: { id: number; memory: WebAssembly.Memory }[];
 }
 
+/** Chunks a call is cut into per thread taking part: enough to even out a late start, few enough that a chunk stays long next to taking it. */
+export const CHUNKS_PER_THREAD = 4;
+
 /** Rows [begin, end) of share `i` of `parts`, each share a multiple of `align`. */
 export function share(n: number, parts: number, i: number, align: number): [number, number] {
   const chunk = Math.ceil(n / parts / align) * align;
   const begin = Math.min(n, i * chunk);
   return [begin, Math.min(n, begin + chunk)];
+}
+
+/** Takes chunks of the current call until none is left, running `fn(b, e)` on each. */
+export function takeChunks(ctrl: Int32Array, fn: (b: number, e: number) => void): void {
+  const chunks = ctrl[C.CHUNKS], n = ctrl[C.N], align = ctrl[C.ALIGN];
+  for (;;) {
+    const i = Atomics.add(ctrl, C.NEXT, 1);
+    if (i >= chunks) return;
+    const [b, e] = share(n, chunks, i, align);
+    if (e > b) fn(b, e);
+  }
 }
 
 export class KernelPool {
@@ -146,13 +166,15 @@ export class KernelPool {
     c[C.N] = n;
     c[C.ALIGN] = align;
     c[C.PARTS] = parts;
+    c[C.CHUNKS] = Math.min(Math.ceil(n / align), parts * CHUNKS_PER_THREAD);
+    Atomics.store(c, C.NEXT, 0);
     this.dispatch(CMD_RUN);
-    const [b, e] = share(n, parts, 0, align);
     let err: unknown;
     try {
-      if (e > b) fn(...args, tmpBase, b, e);
+      takeChunks(c, (b, e) => fn(...args, tmpBase, b, e));
     } catch (x) {
       err = x;
+      // what is left is the helpers' to take; a failed call's rows are not used
     }
     this.waitHelpers();
     if (err) throw err;

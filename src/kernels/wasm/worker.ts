@@ -1,10 +1,10 @@
 import { parentPort, workerData } from 'node:worker_threads';
-import { C, CMD_ATTACH, CMD_EXIT, type WorkerInit, TMP_BASE, TMP_STRIDE, share } from './pool.js';
+import { C, CMD_ATTACH, CMD_EXIT, type WorkerInit, TMP_BASE, TMP_STRIDE, takeChunks } from './pool.js';
 import { type KernelExports, PARALLEL_KERNELS, instantiate } from './module.js';
 import { collectGarbage } from '../../memory/collect.js';
 
-// A helper thread of the kernel pool: waits for a job in the control block, runs its share of
-// rows, and counts itself done.
+// A helper thread of the kernel pool: waits for a job in the control block, takes chunks of its
+// rows until none is left, and counts itself done.
 const init = workerData as WorkerInit;
 const ctrl = new Int32Array(init.ctrl);
 const args = new Float64Array(init.args);
@@ -34,18 +34,18 @@ function loop(): void {
     try {
       const parts = ctrl[C.PARTS];
       if (init.index < parts) {
-        const [b, e] = share(ctrl[C.N], parts, init.index, ctrl[C.ALIGN]);
-        if (e > b) {
-          const ex = instances.get(ctrl[C.ARENA]);
-          if (!ex) throw new Error(`arena ${ctrl[C.ARENA]} is not attached`);
-          const n = ctrl[C.NARGS];
-          const a: number[] = new Array(n + 3);
-          for (let i = 0; i < n; i++) a[i] = args[i];
-          a[n] = args[TMP_BASE] + init.index * args[TMP_STRIDE];
+        const ex = instances.get(ctrl[C.ARENA]);
+        if (!ex) throw new Error(`arena ${ctrl[C.ARENA]} is not attached`);
+        const fn = ex[PARALLEL_KERNELS[ctrl[C.KERNEL]]] as (...x: number[]) => void;
+        const n = ctrl[C.NARGS];
+        const a: number[] = new Array(n + 3);
+        for (let i = 0; i < n; i++) a[i] = args[i];
+        a[n] = args[TMP_BASE] + init.index * args[TMP_STRIDE];
+        takeChunks(ctrl, (b, e) => {
           a[n + 1] = b;
           a[n + 2] = e;
-          (ex[PARALLEL_KERNELS[ctrl[C.KERNEL]]] as (...x: number[]) => void)(...a);
-        }
+          fn(...a);
+        });
       }
     } catch {
       Atomics.store(ctrl, C.ERROR, 1);
