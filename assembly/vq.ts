@@ -12,7 +12,7 @@ export function vq_lut(CT: usize, x: usize, lut: usize, stages: i32, entries: i3
   const bookStride = <usize>vecDim * <usize>entries * 4;
   // Both models' books have 8-dim vectors: the vector's eight inputs stay splatted in registers and
   // sixteen entries are computed per step (the general loop reloads and splats an input per two
-  // vectors of entries): 1.4–1.5× the tables a second, the same additions in the same order.
+  // vectors of entries): 1.5–1.7× the tables a second, the same additions in the same order.
   if (vecDim == 8 && (entries & 15) == 0) {
     const es = <usize>entries << 2;
     for (let v = v0; v < v1; v++) {

@@ -166,6 +166,28 @@ describe('kernels: WebAssembly vs TypeScript reference', () => {
     }
   });
 
+  it('vqLut has the bits of the f32 sums over the vector in order, on both its paths and 1–3 threads', () => {
+    const f = Math.fround;
+    // 8-dim vectors with entries a multiple of 16 take the kernel's fast path; 24 entries and 3-dim vectors the general one
+    for (const [stages, entries, vecDim, vectors] of [[3, 256, 8, 41], [2, 24, 8, 9], [2, 16, 8, 3], [2, 13, 3, 11]]) {
+      const books = randF32(stages * vecDim * entries);
+      const x = randF32(vectors * vecDim, -2, 2);
+      const want = new Float32Array(vectors * stages * entries);
+      for (let v = 0; v < vectors; v++)
+        for (let st = 0; st < stages; st++)
+          for (let e = 0; e < entries; e++) {
+            let a = 0;
+            for (let d = 0; d < vecDim; d++) a = f(a + f(x[v * vecDim + d] * books[(st * vecDim + d) * entries + e]));
+            want[(v * stages + st) * entries + e] = a;
+          }
+      for (const [label, k] of [['w1', on.w1], ['w2', on.w2], ['w3', on.w3]] as const) {
+        const lut = arena.allocF32(vectors * stages * entries);
+        k.vqLut(books, stages, entries, vecDim, x, vectors * vecDim, lut);
+        assert.ok(sameBits(lut, want), `vqLut ${stages}×${entries}×${vecDim} ${label} [seed ${seed}]: not the f32 sums in order`);
+      }
+    }
+  });
+
   it('vqApply over blocked and row-major indices', () => {
     for (const [rows, vectors, stages, entries, B] of [[130, 37, 3, 256, 64], [1, 5, 3, 256, 64], [67, 9, 2, 50, 64], [45, 13, 3, 256, 0], [100, 7, 3, 256, 7], [200, 288, 3, 256, 64]]) {
       const g: VqGeometry = { stages, entries, vecDim: 8, indexBlock: B };
@@ -460,26 +482,60 @@ describe('kernels: k-means building blocks for the converter', () => {
 });
 
 describe('the kernel pool cuts a call into chunks', () => {
-  it('that cover every row once, each starting on the alignment, whoever takes them', async () => {
-    const { C, CHUNKS_PER_THREAD, takeChunks } = await import('../src/kernels/wasm/pool.js');
-    for (const [n, parts, align] of [[1, 2, 1], [7, 2, 1], [16, 2, 1], [1000, 3, 64], [64, 2, 64], [65, 2, 64], [4096, 2, 4], [5, 3, 8]]) {
+  it('that cover every row once, none empty, each starting on the alignment, however many threads take them', async () => {
+    const { C, chunkCount, takeChunks } = await import('../src/kernels/wasm/pool.js');
+    for (const [n, parts, align] of [[1, 2, 1], [7, 2, 1], [16, 2, 1], [1000, 3, 64], [64, 2, 64], [65, 2, 64], [4096, 2, 4], [5, 3, 8], [33, 3, 32]]) {
       const ctrl = new Int32Array(C.SIZE);
       ctrl[C.N] = n;
       ctrl[C.ALIGN] = align;
-      ctrl[C.CHUNKS] = Math.min(Math.ceil(n / align), parts * CHUNKS_PER_THREAD);
+      ctrl[C.CHUNKS] = chunkCount('mm16', n, align, parts);
+      assert.equal(ctrl[C.CHUNKS], Math.min(Math.ceil(n / align), 4 * parts), `${n} rows: four chunks a thread where the rows allow`);
       const seen = new Uint8Array(n);
-      const takers: number[] = [];
-      // two takers alternating chunk by chunk, as two threads might
-      let turn = 0;
-      takeChunks(ctrl, (b, e) => {
+      const by = [0, 0];
+      const take = (who: number) => (b: number, e: number) => {
         assert.ok(b % align === 0 && e > b && e <= n, `chunk [${b}, ${e}) of ${n} rows, aligned to ${align}`);
         for (let r = b; r < e; r++) seen[r]++;
-        takers.push(turn++ & 1);
-      });
-      assert.deepEqual([...new Set(seen)], [1], `every one of ${n} rows once`);
-      assert.ok(takers.length <= ctrl[C.CHUNKS]);
-      // once taken, a late helper finds nothing left
+        by[who]++;
+        // while the first thread is in its first chunk, a second one takes all the rest
+        if (who === 0 && by[0] === 1) takeChunks(ctrl, take(1));
+      };
+      takeChunks(ctrl, take(0));
+      assert.deepEqual([...new Set(seen)], [1], `every one of ${n} rows exactly once`);
+      assert.equal(by[0] + by[1], ctrl[C.CHUNKS], 'every chunk taken, none empty');
+      assert.equal(by[0], 1, 'the first thread found nothing left after its chunk');
+      // a helper waking after the call's chunks are gone takes none
       takeChunks(ctrl, () => assert.fail('a chunk taken twice'));
+    }
+    assert.equal(chunkCount('mla_heads', 32, 1, 2), 2, "MLA's heads: one chunk a thread (each chunk reads the whole latent cache)");
+  });
+
+  it('and a product split over 2 and 3 threads, twice in a row, has the bits of one thread', async () => {
+    const { KernelPool } = await import('../src/kernels/wasm/pool.js');
+    let pooled = 0;
+    const run = KernelPool.prototype.run;
+    KernelPool.prototype.run = function (this: import('../src/kernels/wasm/pool.js').KernelPool, ...a: Parameters<typeof run>) {
+      pooled++;
+      return run.apply(this, a);
+    };
+    try {
+      for (const fmt of [Fmt.Q8G, Fmt.Q4G]) {
+        // big enough that the call goes to the pool even when the helpers sleep
+        const w = randTensor(fmt, 2051, 1100);
+        const X = randF32(1100);
+        const want = arena.allocF32(2051);
+        on.w1.matmul(w, X, want, 1);
+        for (const [label, k] of [['w2', on.w2], ['w3', on.w3]] as const) {
+          for (let rep = 0; rep < 2; rep++) {
+            const Y = arena.allocF32(2051);
+            const before = pooled;
+            k.matmul(w, X, Y, 1);
+            assert.ok(pooled > before, `${label}: the product went to the pool`);
+            assert.ok(sameBits(Y, want), `fmt ${fmt} ${label} call ${rep + 1} [seed ${seed}]: not the bits of one thread`);
+          }
+        }
+      }
+    } finally {
+      KernelPool.prototype.run = run;
     }
   });
 });

@@ -8,11 +8,11 @@ import { type KernelExports, PARALLEL_KERNELS, type ParallelKernel, instantiate 
  * A pool of worker threads, each with the kernel module instantiated over every arena, that split
  * a kernel call by output rows. The call's rows are cut into a few chunks per thread, and each
  * thread, the calling one (the leader) included, takes the next chunk until none is left: a helper
- * that wakes late or shares its core with another job then takes fewer chunks instead of keeping
- * the others waiting. Jobs go through a shared control block with Atomics; helpers spin briefly,
- * then sleep. Chunks are fixed by (rows, threads, alignment) alone, and every row is computed
- * independently of which thread computes it, so the result is bit-identical for any number of
- * threads.
+ * that wakes late or runs slower takes fewer chunks, so the leader no longer waits for a whole
+ * share of work behind it (it still waits for the helper to wake and count itself done). Jobs go
+ * through a shared control block with Atomics; helpers spin briefly, then sleep. Chunks are fixed
+ * by (rows, threads, alignment, kernel) alone, and every row is computed independently of which
+ * thread computes it, so the result is bit-identical for any number of threads.
  */
 export const C = {
   SEQ: 0,
@@ -52,12 +52,18 @@ export interface WorkerInit {
 
 /** Chunks a call is cut into per thread taking part: enough to even out a late start, few enough that a chunk stays long next to taking it. */
 export const CHUNKS_PER_THREAD = 4;
+/** Kernels that stream data shared by all their rows once per call (MLA's latent cache, a vision layer's keys and values): one chunk per thread, or a long context would be read four times as often. */
+const ONE_CHUNK_PER_THREAD: ReadonlySet<ParallelKernel> = new Set<ParallelKernel>(['mla_heads', 'vit_attn']);
 
-/** Rows [begin, end) of share `i` of `parts`, each share a multiple of `align`. */
-export function share(n: number, parts: number, i: number, align: number): [number, number] {
-  const chunk = Math.ceil(n / parts / align) * align;
-  const begin = Math.min(n, i * chunk);
-  return [begin, Math.min(n, begin + chunk)];
+/** How many chunks `kernel` over n rows (aligned to `align`) is cut into for `parts` threads: never more than there are aligned units, so none is empty. */
+export function chunkCount(kernel: ParallelKernel, n: number, align: number, parts: number): number {
+  return Math.min(Math.ceil(n / align), parts * (ONE_CHUNK_PER_THREAD.has(kernel) ? 1 : CHUNKS_PER_THREAD));
+}
+
+/** Rows [begin, end) of chunk `i` of `chunks`: the aligned units dealt out as evenly as they go, the last one short if n is not a multiple of `align`. */
+export function chunkRows(n: number, chunks: number, i: number, align: number): [number, number] {
+  const units = Math.ceil(n / align);
+  return [Math.min(n, Math.floor((i * units) / chunks) * align), Math.min(n, Math.floor(((i + 1) * units) / chunks) * align)];
 }
 
 /** Takes chunks of the current call until none is left, running `fn(b, e)` on each. */
@@ -66,7 +72,7 @@ export function takeChunks(ctrl: Int32Array, fn: (b: number, e: number) => void)
   for (;;) {
     const i = Atomics.add(ctrl, C.NEXT, 1);
     if (i >= chunks) return;
-    const [b, e] = share(n, chunks, i, align);
+    const [b, e] = chunkRows(n, chunks, i, align);
     if (e > b) fn(b, e);
   }
 }
@@ -166,7 +172,7 @@ export class KernelPool {
     c[C.N] = n;
     c[C.ALIGN] = align;
     c[C.PARTS] = parts;
-    c[C.CHUNKS] = Math.min(Math.ceil(n / align), parts * CHUNKS_PER_THREAD);
+    c[C.CHUNKS] = chunkCount(kernel, n, align, parts);
     Atomics.store(c, C.NEXT, 0);
     this.dispatch(CMD_RUN);
     let err: unknown;
@@ -177,8 +183,10 @@ export class KernelPool {
       // what is left is the helpers' to take; a failed call's rows are not used
     }
     this.waitHelpers();
+    // cleared whatever failed, so a helper's failure is not reported again by the next call
+    const helperFailed = Atomics.exchange(c, C.ERROR, 0);
     if (err) throw err;
-    if (Atomics.exchange(c, C.ERROR, 0)) throw new WasteError('E_STATE', `kernel ${kernel} failed in a worker thread`);
+    if (helperFailed) throw new WasteError('E_STATE', `kernel ${kernel} failed in a worker thread`);
   }
 
   private dispatch(cmd: number): void {
