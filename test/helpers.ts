@@ -123,8 +123,9 @@ export function kernelsOn1To3Threads(arena: Arena): { w1: WasmKernels; w2: WasmK
   const k = {} as { w1: WasmKernels; w2: WasmKernels; w3: WasmKernels };
   before(async () => {
     k.w1 = await WasmKernels.create(1, [arena]);
-    k.w2 = await WasmKernels.create(2, [arena]);
-    k.w3 = await WasmKernels.create(3, [arena]);
+    // every call split over the helpers, however small, so the tests' small inputs cross the pool
+    k.w2 = await WasmKernels.create(2, [arena], { splitAll: true });
+    k.w3 = await WasmKernels.create(3, [arena], { splitAll: true });
   });
   after(async () => {
     await Promise.all([k.w1.close(), k.w2.close(), k.w3.close()]);

@@ -72,6 +72,8 @@ export class WasmKernels implements Kernels {
     private readonly pool: KernelPool | undefined,
     private readonly prepBytes: number,
     readonly activations: Activations,
+    /** Every parallel kernel's call split over the pool whatever its size (tests: small inputs then exercise the split too). */
+    private readonly splitAll = false,
   ) {
     this.module = kernelModule();
     this.name = `wasm-simd128 × ${threads} thread${threads === 1 ? '' : 's'}${activations === 'exact' ? '' : `, ${activations} activations`}`;
@@ -82,14 +84,14 @@ export class WasmKernels implements Kernels {
    * activations for Q8G/Q4G products (default exact). Given the model's widest input and chunk, each
    * arena's prepared-activation buffer is sized for them up front (see kernelArenaBytes).
    */
-  static async create(threads: number, arenas: Arena[], opts: { model?: { widest: number; chunk: number; prepIn?: (a: Arena) => boolean }; activations?: Activations } = {}): Promise<WasmKernels> {
+  static async create(threads: number, arenas: Arena[], opts: { model?: { widest: number; chunk: number; prepIn?: (a: Arena) => boolean }; activations?: Activations; splitAll?: boolean } = {}): Promise<WasmKernels> {
     if (!(Number.isInteger(threads) && threads >= 1 && threads <= 256))
       throw new WasteError('E_ARG', `threads must be an integer in 1..256 (got ${threads})`);
     const activations = opts.activations ?? 'exact';
     if (activations !== 'exact' && activations !== 'a16') throw new WasteError('E_ARG', `activations must be exact or a16 (got ${String(activations)})`);
     const model = opts.model;
     const pool = threads > 1 ? await KernelPool.create(kernelModule(), threads, arenas) : undefined;
-    const k = new WasmKernels(threads, pool, model ? prepBytesFor(model.widest, model.chunk) : 0, activations);
+    const k = new WasmKernels(threads, pool, model ? prepBytesFor(model.widest, model.chunk) : 0, activations, opts.splitAll ?? false);
     // only arenas that run trunk products need prepared activations (expert arenas run lookups)
     for (const a of arenas) k.bind(a, model?.prepIn?.(a) ?? true);
     return k;
@@ -141,7 +143,7 @@ export class WasmKernels implements Kernels {
 
   private run(kernel: ParallelKernel, arena: Arena, args: number[], n: number, align: number, work: number): void {
     const b = this.bind(arena);
-    if (!this.pool || work < PARALLEL_MIN_WORK || (work < WAKE_MIN_WORK && this.pool.asleep)) {
+    if (!this.pool || (!this.splitAll && (work < PARALLEL_MIN_WORK || (work < WAKE_MIN_WORK && this.pool.asleep)))) {
       (b.ex[kernel] as (...a: number[]) => void)(...args, b.tmp, 0, n);
       return;
     }
