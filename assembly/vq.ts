@@ -4,6 +4,19 @@ import { f16 } from './common';
 /** Bytes of lookup tables one pass of vq_apply walks (see there). */
 const TABLE_BYTES: usize = 512 * 1024;
 
+/** Four table entries, Σ_d x_d · book[d][e…e+3] in d order, from the columns c_d (+ o bytes). */
+// @ts-ignore: decorator
+@inline function entries4(x0: v128, x1: v128, x2: v128, x3: v128, x4: v128, x5: v128, x6: v128, x7: v128, c0: usize, c1: usize, c2: usize, c3: usize, c4: usize, c5: usize, c6: usize, c7: usize, o: usize): v128 {
+  let a = f32x4.add(f32x4.splat(0), f32x4.mul(x0, v128.load(c0 + o)));
+  a = f32x4.add(a, f32x4.mul(x1, v128.load(c1 + o)));
+  a = f32x4.add(a, f32x4.mul(x2, v128.load(c2 + o)));
+  a = f32x4.add(a, f32x4.mul(x3, v128.load(c3 + o)));
+  a = f32x4.add(a, f32x4.mul(x4, v128.load(c4 + o)));
+  a = f32x4.add(a, f32x4.mul(x5, v128.load(c5 + o)));
+  a = f32x4.add(a, f32x4.mul(x6, v128.load(c6 + o)));
+  return f32x4.add(a, f32x4.mul(x7, v128.load(c7 + o)));
+}
+
 /**
  * lut[(v·stages + s)·entries + e] = x[v·vecDim …] · book_s[e] for v in [v0, v1), reading the
  * stage books transposed as [stage][dim][entry] so the entries vectorize.
@@ -37,46 +50,11 @@ export function vq_lut(CT: usize, x: usize, lut: usize, stages: i32, entries: i3
           const c5 = c4 + es;
           const c6 = c5 + es;
           const c7 = c6 + es;
-          let a0 = f32x4.splat(0);
-          a0 = f32x4.add(a0, f32x4.mul(x0, v128.load(c0, 0)));
-          a0 = f32x4.add(a0, f32x4.mul(x1, v128.load(c1, 0)));
-          a0 = f32x4.add(a0, f32x4.mul(x2, v128.load(c2, 0)));
-          a0 = f32x4.add(a0, f32x4.mul(x3, v128.load(c3, 0)));
-          a0 = f32x4.add(a0, f32x4.mul(x4, v128.load(c4, 0)));
-          a0 = f32x4.add(a0, f32x4.mul(x5, v128.load(c5, 0)));
-          a0 = f32x4.add(a0, f32x4.mul(x6, v128.load(c6, 0)));
-          a0 = f32x4.add(a0, f32x4.mul(x7, v128.load(c7, 0)));
-          v128.store(dst + (<usize>e << 2), a0, 0);
-          let a1 = f32x4.splat(0);
-          a1 = f32x4.add(a1, f32x4.mul(x0, v128.load(c0, 16)));
-          a1 = f32x4.add(a1, f32x4.mul(x1, v128.load(c1, 16)));
-          a1 = f32x4.add(a1, f32x4.mul(x2, v128.load(c2, 16)));
-          a1 = f32x4.add(a1, f32x4.mul(x3, v128.load(c3, 16)));
-          a1 = f32x4.add(a1, f32x4.mul(x4, v128.load(c4, 16)));
-          a1 = f32x4.add(a1, f32x4.mul(x5, v128.load(c5, 16)));
-          a1 = f32x4.add(a1, f32x4.mul(x6, v128.load(c6, 16)));
-          a1 = f32x4.add(a1, f32x4.mul(x7, v128.load(c7, 16)));
-          v128.store(dst + (<usize>e << 2), a1, 16);
-          let a2 = f32x4.splat(0);
-          a2 = f32x4.add(a2, f32x4.mul(x0, v128.load(c0, 32)));
-          a2 = f32x4.add(a2, f32x4.mul(x1, v128.load(c1, 32)));
-          a2 = f32x4.add(a2, f32x4.mul(x2, v128.load(c2, 32)));
-          a2 = f32x4.add(a2, f32x4.mul(x3, v128.load(c3, 32)));
-          a2 = f32x4.add(a2, f32x4.mul(x4, v128.load(c4, 32)));
-          a2 = f32x4.add(a2, f32x4.mul(x5, v128.load(c5, 32)));
-          a2 = f32x4.add(a2, f32x4.mul(x6, v128.load(c6, 32)));
-          a2 = f32x4.add(a2, f32x4.mul(x7, v128.load(c7, 32)));
-          v128.store(dst + (<usize>e << 2), a2, 32);
-          let a3 = f32x4.splat(0);
-          a3 = f32x4.add(a3, f32x4.mul(x0, v128.load(c0, 48)));
-          a3 = f32x4.add(a3, f32x4.mul(x1, v128.load(c1, 48)));
-          a3 = f32x4.add(a3, f32x4.mul(x2, v128.load(c2, 48)));
-          a3 = f32x4.add(a3, f32x4.mul(x3, v128.load(c3, 48)));
-          a3 = f32x4.add(a3, f32x4.mul(x4, v128.load(c4, 48)));
-          a3 = f32x4.add(a3, f32x4.mul(x5, v128.load(c5, 48)));
-          a3 = f32x4.add(a3, f32x4.mul(x6, v128.load(c6, 48)));
-          a3 = f32x4.add(a3, f32x4.mul(x7, v128.load(c7, 48)));
-          v128.store(dst + (<usize>e << 2), a3, 48);
+          const d = dst + (<usize>e << 2);
+          v128.store(d, entries4(x0, x1, x2, x3, x4, x5, x6, x7, c0, c1, c2, c3, c4, c5, c6, c7, 0), 0);
+          v128.store(d, entries4(x0, x1, x2, x3, x4, x5, x6, x7, c0, c1, c2, c3, c4, c5, c6, c7, 16), 16);
+          v128.store(d, entries4(x0, x1, x2, x3, x4, x5, x6, x7, c0, c1, c2, c3, c4, c5, c6, c7, 32), 32);
+          v128.store(d, entries4(x0, x1, x2, x3, x4, x5, x6, x7, c0, c1, c2, c3, c4, c5, c6, c7, 48), 48);
         }
       }
     }
