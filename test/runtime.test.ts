@@ -6,6 +6,7 @@ import { before, describe, it } from 'node:test';
 import { Model, type OpenOptions } from '../src/engine/model.js';
 import { planMemory, PROCESS_ALLOWANCE_BYTES } from '../src/engine/plan.js';
 import { availableRam, cgroupLimit, memoryPressure, usableRam } from '../src/engine/ram.js';
+import { WasmKernels } from '../src/kernels/wasm/index.js';
 import { WasteError } from '../src/util/errors.js';
 import { parseSize } from '../src/util/size.js';
 import { copyContainer, sameBits, synth, tmpDir } from './helpers.js';
@@ -160,6 +161,38 @@ describe('the budget is a ceiling', () => {
     await assert.rejects(Model.open(dir, { budget: plan.floorBytes - 1, threads: 2 }), (e: unknown) => {
       return e instanceof WasteError && e.message.includes(`${plan.floorBytes} bytes`) && /below this model's floor/.test(e.message);
     });
+  });
+
+  it("at the floor, the experts kernel has its working rows: no decode step falls back to expert by expert", async () => {
+    // experts wide enough that two threads' working rows (~200 KB) exceed an arena's slack
+    const wide = synth({ shape: 'tiny', seed: 52, experts: 12, layers: 4, config: { moe_intermediate_size: 256 } }, 'runtime-rows');
+    const c = openModelContainer(wide);
+    const plan = planMemory(c, { threads: 2 });
+    c.close();
+    const calls = { all: 0, refused: 0 };
+    const original = WasmKernels.prototype.vqExperts;
+    WasmKernels.prototype.vqExperts = function (this: WasmKernels, ...args: Parameters<WasmKernels['vqExperts']>) {
+      const ok = original.apply(this, args);
+      calls.all++;
+      if (!ok) calls.refused++;
+      return ok;
+    };
+    try {
+      const m = await Model.open(wide, { threads: 2, budget: plan.floorBytes });
+      try {
+        const s = m.newSession();
+        await s.forward(prompt);
+        for (const id of decode) await s.forward([id]);
+        assert.ok(m.stats().misses > 0);
+        assert.ok(m.stats().allocatedBytes <= m.stats().budgetBytes);
+      } finally {
+        await m.close();
+      }
+      assert.ok(calls.all > 0, 'decode went through the experts kernel');
+      assert.equal(calls.refused, 0, `${calls.refused} of ${calls.all} calls found no room for their working rows`);
+    } finally {
+      WasmKernels.prototype.vqExperts = original;
+    }
   });
 
   it('a session beyond those the budget reserved is refused, not allocated', async () => {

@@ -6,7 +6,7 @@ import { aligned } from '../memory/align.js';
 import type { Architecture } from '../model/architecture.js';
 import { architecture } from '../model/registry.js';
 import { ContainerSource } from '../model/sources/container-source.js';
-import { kernelArenaBytes } from '../kernels/wasm/index.js';
+import { expertWorkArenaBytes, kernelArenaBytes } from '../kernels/wasm/index.js';
 import { WasteError } from '../util/errors.js';
 import { formatSize } from '../util/size.js';
 import { type UsableRam, usableRam } from './ram.js';
@@ -146,7 +146,12 @@ export function planFor(arch: Architecture, cfg: ModelConfig, groups: number[], 
   const statePerLayer = arch.stateBytes(cfg, maxContext);
   const weighted = groups.map((g, i) => g + (i < cfg.layers ? sessions * statePerLayer[i] : 0));
   const scratch = aligned(arch.scratchBytes(cfg, chunk, maxContext, q, 'layers')) + kernelArenaBytes(arch.widestInput(cfg), chunk, threads) + ARENA_SLACK;
-  const expertScratch = aligned(arch.scratchBytes(cfg, chunk, maxContext, q, 'experts')) + kernelArenaBytes(0, 0, threads) + ARENA_SLACK;
+  // an expert arena also holds the experts kernel's working rows for a decode step, allocated at its first use
+  const expertScratch =
+    aligned(arch.scratchBytes(cfg, chunk, maxContext, q, 'experts')) +
+    kernelArenaBytes(0, 0, threads) +
+    expertWorkArenaBytes(cfg.moe.inter, cfg.expertWidth, q, threads, cfg.moe.topK) +
+    ARENA_SLACK;
   const moeLayers = stride ? cfg.layerKinds.filter((k) => k.ffn === 'moe').length : 0;
   const wsRecords = moeLayers * cfg.moe.topK;
   const totalExperts = moeLayers * cfg.moe.experts;

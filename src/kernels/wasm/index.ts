@@ -30,6 +30,27 @@ function prepBytesFor(widest: number, chunk: number): number {
   return chunk * (cols * 4 + Math.ceil(cols / 32) * 12 + 16);
 }
 
+/** vqExperts' descriptors (16 bytes a job) share the end of the calling thread's scratch with matmulMany's. */
+const MAX_EXPERT_JOBS = FUSED_BYTES / 16;
+
+/** vqExperts' per-thread stride: [ffA | ffB | down table] of one expert, `inter` wide. */
+function expertRowsStride(inter: number, q: { vecDim: number; stages: number; entries: number }): number {
+  return Math.ceil((2 * inter + (inter / q.vecDim) * q.stages * q.entries) / 16) * 64;
+}
+
+/** vqExperts' working rows for a call of `jobs` experts: every thread's stride, then the output rows, at least 16 (a decode step's top-k). */
+function expertWorkBytes(inter: number, width: number, q: { vecDim: number; stages: number; entries: number }, threads: number, jobs: number): number {
+  return threads * expertRowsStride(inter, q) + Math.min(MAX_EXPERT_JOBS, Math.max(16, jobs)) * width * 4;
+}
+
+/**
+ * What an expert arena sets aside for vqExperts' working rows (with the arena's alignment), for
+ * the memory plan: the rows a decode step of `topK` experts allocates at first use.
+ */
+export function expertWorkArenaBytes(inter: number, width: number, q: { vecDim: number; stages: number; entries: number } | undefined, threads: number, topK: number): number {
+  return q ? expertWorkBytes(inter, width, q, threads, topK) + 64 : 0;
+}
+
 /** Bytes the kernels take in each arena: per-thread scratch and prepared activations for inputs up to `widest`. */
 export function kernelArenaBytes(widest: number, chunk: number, threads: number): number {
   return threads * TMP_STRIDE + 4096 + Math.ceil(prepBytesFor(widest, chunk) / 64) * 64 + 64;
@@ -52,9 +73,6 @@ interface Bound {
   work: number;
   workBytes: number;
 }
-
-/** vqExperts' descriptors (16 bytes a job) share the end of the calling thread's scratch with matmulMany's. */
-const MAX_EXPERT_JOBS = FUSED_BYTES / 16;
 
 /**
  * The WebAssembly SIMD kernels. Every call runs in the arena that holds its buffers, on the
@@ -337,12 +355,11 @@ export class WasmKernels implements Kernels {
     const a = this.arenaOfView(jobs[0].rec, 'rec');
     const b = this.bind(a);
     const { inter: I, width: W, g } = x;
-    const stride = Math.ceil((2 * I + (I / g.vecDim) * g.stages * g.entries) / 16) * 64;
+    const stride = expertRowsStride(I, g);
     const outs = this.threads * stride;
     // output rows for the jobs a call brings (a decode step: its top-k), not for the most a call may
-    // bring: these bytes come out of the expert cache's arena
-    const rowsWanted = Math.min(MAX_EXPERT_JOBS, Math.max(16, jobs.length));
-    const need = outs + rowsWanted * W * 4;
+    // bring: these bytes come out of the expert cache's arena (the plan sets a decode step's aside)
+    const need = expertWorkBytes(I, W, g, this.threads, jobs.length);
     if (need > b.workBytes) {
       // the working rows are charged to the budget when first needed; where it has no room, the
       // caller computes expert by expert instead (the same values)
