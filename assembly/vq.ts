@@ -120,9 +120,9 @@ export function vq_apply(rec: usize, idxOff: i32, scaleOff: i32, lut: usize, y: 
     return;
   }
   // The tables a pass over the rows walks are kept under TABLE_BYTES so they stay in the core's L2
-  // (K3's gate and up tables are 1.4 MB, Kimi-Linear's 0.86 MB, its down tables 0.39 MB): wider matrices take several
-  // passes over the vectors, each row's running sum kept in y between passes — the same f32
-  // additions in the same order as one pass.
+  // (K3's gate and up tables are 1.4 MB, Kimi-Linear's 0.86 MB, its down tables 0.39 MB): wider
+  // matrices take several passes over the vectors, each row's running sum kept in y between
+  // passes — the same f32 additions in the same order as one pass.
   const passes = max(1, <i32>((<usize>vectors * vstride + TABLE_BYTES - 1) / TABLE_BYTES));
   const per = (vectors + passes - 1) / passes;
   for (let v0 = 0; v0 < vectors; v0 += per) {

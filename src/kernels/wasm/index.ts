@@ -33,13 +33,16 @@ function prepBytesFor(widest: number, chunk: number): number {
 /** vqExperts' descriptors (16 bytes a job) share the end of the calling thread's scratch with matmulMany's. */
 const MAX_EXPERT_JOBS = FUSED_BYTES / 16;
 
+/** What the working rows' size depends on of a codebook's geometry (a VqGeometry or a container's ExpertQuant). */
+type BookShape = Pick<VqGeometry, 'vecDim' | 'stages' | 'entries'>;
+
 /** vqExperts' per-thread stride: [ffA | ffB | down table] of one expert, `inter` wide. */
-function expertRowsStride(inter: number, q: { vecDim: number; stages: number; entries: number }): number {
+function expertRowsStride(inter: number, q: BookShape): number {
   return Math.ceil((2 * inter + (inter / q.vecDim) * q.stages * q.entries) / 16) * 64;
 }
 
 /** vqExperts' working rows for a call of `jobs` experts: every thread's stride, then the output rows, at least 16 (a decode step's top-k). */
-function expertWorkBytes(inter: number, width: number, q: { vecDim: number; stages: number; entries: number }, threads: number, jobs: number): number {
+function expertWorkBytes(inter: number, width: number, q: BookShape, threads: number, jobs: number): number {
   return threads * expertRowsStride(inter, q) + Math.min(MAX_EXPERT_JOBS, Math.max(16, jobs)) * width * 4;
 }
 
@@ -47,7 +50,7 @@ function expertWorkBytes(inter: number, width: number, q: { vecDim: number; stag
  * What an expert arena sets aside for vqExperts' working rows (with the arena's alignment), for
  * the memory plan: the rows a decode step of `topK` experts allocates at first use.
  */
-export function expertWorkArenaBytes(inter: number, width: number, q: { vecDim: number; stages: number; entries: number } | undefined, threads: number, topK: number): number {
+export function expertWorkArenaBytes(inter: number, width: number, q: BookShape | undefined, threads: number, topK: number): number {
   return q ? expertWorkBytes(inter, width, q, threads, topK) + 64 : 0;
 }
 
