@@ -29,6 +29,8 @@ export { WasmKernels } from './kernels/wasm/index.js';
 export { writeSyntheticContainer, type SynthOptions, SHAPES } from './synth/synth.js';
 export { writeSyntheticCheckpoint, type CheckpointOptions } from './synth/checkpoint.js';
 export { convert, type ConvertOptions, type ConvertResult } from './convert/convert.js';
+export { pull, planPull, type PullOptions, type PullPlan, type PullResult } from './pull/pull.js';
+export type { HubOptions } from './pull/hub.js';
 export type { ConvertSettings } from './convert/plan.js';
 export { measureQuality, type QualityOptions, type QualityReport } from './quality/quality.js';
 

@@ -13,7 +13,7 @@ import { measureQuality } from '../src/quality/quality.js';
 import { decodeRecordMatrix } from '../src/quant/decode.js';
 import { WasteError } from '../src/util/errors.js';
 import { Rng } from '../src/util/prng.js';
-import { BIN, checkpoint, containerDigest, tmpDir } from './helpers.js';
+import { BIN, checkpoint, containerDigest, openFilesUnder, tmpDir } from './helpers.js';
 
 /** Wide enough that the trunk has Q4G and Q8G matrices (≥ 65,536 values), small enough to be quick. */
 const SHAPE = {
@@ -175,6 +175,58 @@ describe('waste convert', () => {
       if (stopAt > last('trunk')) assert.ok(r.convertedBytes < r.plan.sourceBytes, `stop ${stopAt}: the finished trunk is reused`);
       assert.equal(containerDigest(dst), digest, `stopped at report ${stopAt} of ${labels.length} (${labels[stopAt - 1]})`);
     }
+  });
+
+  for (const unit of ['trunk', 'layer 1'])
+    it(`an AbortSignal fired by a timer stops it within the ${unit}: its reason, no file left open, nothing published; the rerun resumes byte-identical`, async () => {
+      const dst = path.join(tmpDir('aborted'), 'model');
+      const ac = new AbortController();
+      const labels: string[] = [];
+      let armed = 0;
+      await assert.rejects(
+        convert(src, dst, {
+          threads: 1,
+          signal: ac.signal,
+          onProgress: (_d, _t, what) => {
+            labels.push(what);
+            // the abort comes from a timer, as a user's would: it is heard only if the job gives the event loop a turn
+            if (!armed && what === unit) {
+              armed = labels.length;
+              setTimeout(() => ac.abort(), 0);
+            }
+          },
+        }),
+        (e: unknown) => e instanceof Error && e.name === 'AbortError',
+      );
+      assert.ok(armed > 0, `the ${unit} began`);
+      // a report per trunk tensor or per expert: the stop came at the next step, not at the unit's end
+      const steps = labels.filter((w) => w === unit).length;
+      assert.ok(steps <= 3, `stopped within the ${unit}: ${steps} of its steps reported`);
+      assert.ok(!labels.includes(unit === 'trunk' ? 'layer 1' : 'layer 2'));
+      assert.ok(!fs.existsSync(dst), 'nothing is published');
+      assert.ok(fs.existsSync(`${dst}.partial`), 'the partial work is kept');
+      assert.deepEqual([...openFilesUnder(path.dirname(dst)), ...openFilesUnder(src)], []);
+      const r = await convert(src, dst, { threads: 1 });
+      assert.equal(r.resumed, true);
+      assert.equal(containerDigest(dst), digest);
+    });
+
+  it('Ctrl-C (SIGINT) stops `waste convert` at its next step with exit code 130 and a line saying how to resume; the same command again resumes byte-identical', async () => {
+    const dst = path.join(tmpDir('interrupted'), 'model');
+    const child = spawn(process.execPath, [BIN, 'convert', src, dst, '--threads', '1'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let stderr = '';
+    child.stderr.on('data', (d) => (stderr += d));
+    const exited = new Promise<number | null>((r) => child.once('close', (code) => r(code)));
+    // as soon as the job has begun (its partial directory holds its record): seconds of work are left
+    while (!fs.existsSync(path.join(`${dst}.partial`, 'convert.json')) && child.exitCode === null) await new Promise((r) => setTimeout(r, 2));
+    child.kill('SIGINT');
+    assert.equal(await exited, 130, stderr);
+    assert.match(stderr, /waste: the conversion stopped; run the same command again to resume it/);
+    assert.ok(!fs.existsSync(dst), 'nothing is published');
+    const r = spawnSync(process.execPath, [BIN, 'convert', src, dst, '--threads', '1'], { encoding: 'utf8' });
+    assert.equal(r.status, 0, r.stderr);
+    assert.match(r.stdout, /resumed/);
+    assert.equal(containerDigest(dst), digest);
   });
 
   it('survives being killed (SIGKILL) mid-run: the rerun finishes byte-identical', async () => {

@@ -28,6 +28,23 @@ export function tmpDir(label = 'd'): string {
   return d;
 }
 
+/** The files under `dir` this process (any of its threads) holds open, from /proc/self/fd. */
+export function openFilesUnder(dir: string): string[] {
+  const open: string[] = [];
+  // Linux's view of the descriptors; elsewhere there is none to read, and nothing is checked
+  if (!fs.existsSync('/proc/self/fd')) return open;
+  for (const fd of fs.readdirSync('/proc/self/fd')) {
+    let target: string;
+    try {
+      target = fs.readlinkSync(`/proc/self/fd/${fd}`);
+    } catch {
+      continue; // the descriptor of the listing itself, closed by now
+    }
+    if (target === dir || target.startsWith(dir + path.sep)) open.push(target);
+  }
+  return open.sort();
+}
+
 /** A synthetic container in a fresh directory. */
 export function synth(opts: SynthOptions = {}, label = 'model'): string {
   const dir = tmpDir(label);

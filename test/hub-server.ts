@@ -50,6 +50,9 @@ export class HubServer {
     await new Promise<void>((r) => this.server.close(() => r()));
   }
 
+  /** The next listing request is answered with headers and then nothing, until the client gives up. */
+  holdListing = false;
+
   arm(file: string, fault: Fault): void {
     const l = this.faults.get(file) ?? [];
     l.push(fault);
@@ -76,6 +79,10 @@ export class HubServer {
     if (url.pathname === `/api/models/${this.repo}/revision/main` || url.pathname === `/api/models/${this.repo}/revision/${this.commit}`)
       return json({ _id: 'x', id: this.repo, sha: this.commit, private: false, downloads: 0, likes: 0, lastModified: '2026-01-01T00:00:00Z' });
     if (url.pathname === `/api/models/${this.repo}/tree/${this.commit}`) {
+      if (this.holdListing) {
+        this.holdListing = false;
+        return void res.writeHead(200, { 'content-type': 'application/json' }).flushHeaders();
+      }
       return json(
         this.files().map((f) => {
           const bytes = fs.readFileSync(path.join(this.dir, f));

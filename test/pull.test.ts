@@ -7,7 +7,7 @@ import { Conversion, convert } from '../src/convert/convert.js';
 import { pull } from '../src/pull/pull.js';
 import { resolveModel } from '../src/store/names.js';
 import { WasteError } from '../src/util/errors.js';
-import { BIN, checkpoint, tmpDir } from './helpers.js';
+import { BIN, checkpoint, openFilesUnder, tmpDir } from './helpers.js';
 import { HubServer } from './hub-server.js';
 
 const REPO = 'test-org/tiny-moe';
@@ -271,6 +271,85 @@ describe('waste pull: faults', () => {
     assert.ok(b.status === 'rejected' && b.reason instanceof WasteError && /another pull into tiny-moe is running in this process/.test(b.reason.message));
     if (a.status === 'fulfilled') assertSameContainer(a.value.dir, ref);
     assert.ok(!fs.existsSync(path.join(home, 'downloads', '.tiny-moe.lock')), 'the lock is released');
+  });
+
+  for (const overlap of [true, false])
+    it(`stopped by an AbortSignal while a shard stalls${overlap ? '' : ' (downloads in turn)'}: its reason, no file left open, the lock released, nothing published; the next pull resumes`, async () => {
+      const home = tmpDir('home');
+      // a stall far longer than the test: only the signal can end this pull
+      hub.arm(s(2), { kind: 'stall', at: 5000 });
+      const part = path.join(home, 'downloads', 'tiny-moe', `${s(2)}.part`);
+      const ac = new AbortController();
+      // the abort comes from a timer, as a user's would
+      const poll = setInterval(() => {
+        if (fs.existsSync(part)) ac.abort();
+      }, 5);
+      try {
+        await assert.rejects(
+          withHome(home, () => pull(REPO, { ...FAST, stallMs: 600_000, overlap, signal: ac.signal, hub: { endpoint: hub.url } })),
+          (e: unknown) => e instanceof Error && e.name === 'AbortError',
+        );
+      } finally {
+        clearInterval(poll);
+      }
+      assert.ok(ac.signal.aborted, 'the second shard was being fetched');
+      assert.deepEqual(openFilesUnder(home), []);
+      assert.ok(!fs.existsSync(path.join(home, 'downloads', '.tiny-moe.lock')), 'the lock is released');
+      assert.ok(!fs.existsSync(path.join(home, 'models', 'tiny-moe')), 'nothing is published');
+      assert.ok(fs.existsSync(part), 'the partial download is kept');
+      const r = await withHome(home, () => pull(REPO, { ...FAST, hub: { endpoint: hub.url } }));
+      assert.ok(r.resumed);
+      assertSameContainer(r.dir, ref);
+    });
+
+  it('stopped by an AbortSignal while it plans (the listing stalls): its reason, the lock released, nothing published; the next pull resumes', async () => {
+    const home = tmpDir('home');
+    hub.holdListing = true;
+    const listed = () => hub.requests.some((q) => q.path.includes('/tree/'));
+    const before = hub.requests.length;
+    const ac = new AbortController();
+    // from a timer, once the listing has been asked for (a request the hub never finishes)
+    const poll = setInterval(() => {
+      if (hub.requests.slice(before).some((q) => q.path.includes('/tree/'))) ac.abort();
+    }, 5);
+    try {
+      await assert.rejects(
+        withHome(home, () => pull(REPO, { ...FAST, signal: ac.signal, hub: { endpoint: hub.url } })),
+        (e: unknown) => e instanceof Error && e.name === 'AbortError',
+      );
+    } finally {
+      clearInterval(poll);
+      hub.holdListing = false;
+    }
+    assert.ok(listed() && ac.signal.aborted, 'stopped while the listing was asked for');
+    assert.deepEqual(openFilesUnder(home), []);
+    assert.ok(!fs.existsSync(path.join(home, 'downloads', '.tiny-moe.lock')), 'the lock is released');
+    assert.ok(!fs.existsSync(path.join(home, 'models', 'tiny-moe')), 'nothing is published');
+    const r = await withHome(home, () => pull(REPO, { ...FAST, hub: { endpoint: hub.url } }));
+    assert.ok(r.resumed, 'the commit it began with is kept');
+    assertSameContainer(r.dir, ref);
+  });
+
+  it('Ctrl-C (SIGINT) while a shard stalls stops `waste pull` at once with exit code 130 and a line saying how to resume; running it again resumes', async () => {
+    const home = tmpDir('home');
+    // stalled longer than the CLI's 60 s stall timeout: without the signal heard, the pull would wait it out and succeed
+    hub.arm(s(2), { kind: 'stall', at: 5000 });
+    const env = { ...process.env, WASTE_HOME: home, HF_ENDPOINT: hub.url };
+    const child = spawn(process.execPath, [BIN, 'pull', REPO, '--threads', '1', '-q'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stderr = '';
+    child.stderr.on('data', (d) => (stderr += d));
+    const exited = new Promise<number | null>((r) => child.once('close', (code) => r(code)));
+    const part = path.join(home, 'downloads', 'tiny-moe', `${s(2)}.part`);
+    while (!fs.existsSync(part) && child.exitCode === null) await new Promise((r) => setTimeout(r, 20));
+    assert.ok(fs.existsSync(part), 'the child reached the second shard');
+    child.kill('SIGINT');
+    assert.equal(await exited, 130, stderr);
+    assert.match(stderr, /waste: the pull stopped; run the same command again to resume it/);
+    assert.ok(!fs.existsSync(path.join(home, 'downloads', '.tiny-moe.lock')), 'the lock is released');
+    assert.ok(!fs.existsSync(path.join(home, 'models', 'tiny-moe')), 'nothing is published');
+    const again = await waste(['pull', REPO, '--threads', '1', '-q'], env);
+    assert.equal(again.status, 0, again.stderr);
+    assertSameContainer(path.join(home, 'models', 'tiny-moe'), ref);
   });
 
   it('killed while fetching, it resumes without fetching a finished shard again', async () => {

@@ -46,26 +46,26 @@ describe('residual vector quantization (the converter\'s codebooks)', () => {
   after(() => k.close());
   const q = { name: 'VQ3R', stages: 3, vecDim: 8, entries: 256, indexBlock: 64, indexBits: 8 };
 
-  it('each stage removes error; the same seed gives the same codebooks and codes', () => {
+  it('each stage removes error; the same seed gives the same codebooks and codes', async () => {
     const rows = 64;
     const cols = 256;
     const rng = new Rng(9);
     const W = new Float32Array(rows * cols).map(() => rng.uniform(-1, 1) * rng.uniform(0, 1));
     const n = (rows * cols) / 8;
-    const run = () => {
+    const run = async () => {
       const ws = vqWorkspace(k, arena, q);
       const X = arena.allocF32(n * 8);
       const scales = normalizeRows(W, rows, cols, X);
       const sample = arena.allocF32(n * 8);
       sample.set(X);
       const scratch = { idx: arena.i32(arena.alloc(n * 4, 64), n), dist: arena.allocF32(n) };
-      const books = trainResidual(ws, sample, n, new Rng(1), 8, scratch);
+      const books = await trainResidual(ws, sample, n, new Rng(1), 8, scratch);
       const codes = new Uint8Array(n * 3);
-      encodeResidual(ws, X, n, books, arena.u8(arena.alloc(n, 64), n), codes);
+      await encodeResidual(ws, X, n, books, arena.u8(arena.alloc(n, 64), n), codes);
       return { books, codes, scales };
     };
-    const a = run();
-    const b = run();
+    const a = await run();
+    const b = await run();
     assert.deepEqual(a.codes, b.codes);
     for (let s = 0; s < 3; s++) assert.deepEqual(a.books[s], b.books[s]);
     // reconstruct with 1, 2 and 3 stages: the error falls at each

@@ -34,6 +34,12 @@ export interface TrunkIndexEntry {
 }
 
 /** Appends tensors to trunk.bin as they are produced, so a large trunk never sits in memory. */
+/** A few rows of a tensor as stored: their payload, and their group scales for Q8G/Q4G. */
+export interface RowChunk {
+  payload: Uint8Array;
+  scales?: Uint16Array;
+}
+
 export class TrunkWriter {
   readonly index: TrunkIndexEntry[] = [];
   private fd: number;
@@ -70,20 +76,37 @@ export class TrunkWriter {
    * Write a tensor produced a few rows at a time (a large embedding table is never whole in
    * memory): each chunk's payload is written as it comes, the scales follow the last one.
    */
-  addRows(name: string, fmt: number, shape: number[], chunks: Iterable<{ payload: Uint8Array; scales?: Uint16Array }>, group = 128): void {
+  addRows(name: string, fmt: number, shape: number[], chunks: Iterable<RowChunk>, group = 128): void {
+    const t = this.tensor(name, fmt, shape, group);
+    for (const c of chunks) t.add(c);
+    t.end();
+  }
+
+  /** addRows for chunks made a few at a time between turns of the event loop (a long conversion). */
+  async addRowsAsync(name: string, fmt: number, shape: number[], chunks: AsyncIterable<RowChunk>, group = 128): Promise<void> {
+    const t = this.tensor(name, fmt, shape, group);
+    for await (const c of chunks) t.add(c);
+    t.end();
+  }
+
+  private tensor(name: string, fmt: number, shape: number[], group: number): { add: (c: RowChunk) => void; end: () => void } {
     const cols = shape.length ? shape[shape.length - 1] : 1;
     const rows = cols ? shape.reduce((a, b) => a * b, 1) / cols : 0;
     const s = storedSizes(fmt, rows, cols, group);
     const off = this.pos;
     const scales: Uint16Array[] = [];
     let scaleBytes = 0;
-    for (const c of chunks) {
+    const add = (c: RowChunk) => {
       this.write(c.payload);
       if (c.scales) {
         scales.push(c.scales);
         scaleBytes += c.scales.byteLength;
       }
-    }
+    };
+    return { add, end: () => this.endTensor(name, fmt, shape, group, off, s, scales, scaleBytes) };
+  }
+
+  private endTensor(name: string, fmt: number, shape: number[], group: number, off: number, s: { payload: number; scaleBytes: number }, scales: Uint16Array[], scaleBytes: number): void {
     if (this.pos - off !== s.payload || scaleBytes !== s.scaleBytes)
       throw new Error(`TrunkWriter: ${name}'s payload or scales do not match its shape [${shape}]`);
     const entry: TrunkIndexEntry = { name, fmt, off, shape, bytes: s.payload + s.scaleBytes };

@@ -14,6 +14,7 @@ import { architectureOf } from '../model/registry.js';
 import type { KimiConfig } from '../model/parts/kimi-config.js';
 import { visionFiles } from './vision.js';
 import { CheckpointSource } from '../model/sources/checkpoint-source.js';
+import { safePoint } from '../util/abort.js';
 import { WasteError, fromSystemError, isDiskFull } from '../util/errors.js';
 import { formatSize } from '../util/size.js';
 import { ExpertEncoder } from './experts.js';
@@ -34,6 +35,13 @@ export interface ConvertOptions extends Partial<ConvertSettings> {
   log?: (line: string) => void;
   /** Free bytes on the file system holding `dir` (default: statfs). */
   freeSpace?: (dir: string) => number;
+  /**
+   * Stop the job at its next step — a chunk of a trunk tensor, one matrix (or one stage of it) of an
+   * expert, one k-means iteration, a read of a download — its files closed, rejecting with the
+   * signal's reason. Nothing is published; the partial work is kept and the same call again resumes
+   * it. Between those steps the event loop gets its turn.
+   */
+  signal?: AbortSignal;
 }
 
 export interface ConvertResult {
@@ -58,7 +66,7 @@ const DISK_MARGIN = 64 << 20;
 export async function convert(src: string, out: string, opts: ConvertOptions = {}): Promise<ConvertResult> {
   const c = await Conversion.open(src, out, opts);
   try {
-    c.writeTrunk();
+    await c.writeTrunk();
     await c.convertLayers(c.plan.layers.map((l) => l.layer));
     return c.finish();
   } catch (e) {
@@ -113,6 +121,7 @@ export class Conversion {
 
   /** Plan the conversion, check the disk, open (or resume) its partial directory. `input` defaults to the checkpoint in `src`. */
   static async open(src: string, out: string, opts: ConvertOptions = {}, input?: ConversionInput): Promise<Conversion> {
+    opts.signal?.throwIfAborted();
     const log = opts.log ?? (() => {});
     const settings = checkSettings({ ...DEFAULT_SETTINGS, ...definedOnly(opts) });
     const threads = opts.threads ?? cpuCount();
@@ -192,12 +201,15 @@ export class Conversion {
     };
   }
 
+  /** The job's safe point between steps: the event loop's turn, and the signal heard. */
+  private readonly pause = () => safePoint(this.opts.signal);
+
   /** trunk.bin: needs every trunk tensor readable. */
-  writeTrunk(): void {
+  async writeTrunk(): Promise<void> {
     const { job } = this;
     if (job.state.trunk) return;
     const tmp = path.join(job.dir, 'trunk.bin.tmp');
-    const index = writeTrunk(this.w, this.plan.trunk, tmp, this.tick('trunk'));
+    const index = await writeTrunk(this.w, this.plan.trunk, tmp, this.tick('trunk'), this.pause);
     rename(tmp, path.join(job.dir, TRUNK));
     job.state.trunk = index;
     job.save();
@@ -215,7 +227,7 @@ export class Conversion {
     }
     for (const l of todo) {
       const bank = path.join(job.dir, `experts-L${l.layer}.bin`);
-      const books = this.encoder.convertLayer(l, `${bank}.tmp`, this.tick(`layer ${l.layer}`));
+      const books = await this.encoder.convertLayer(l, `${bank}.tmp`, this.tick(`layer ${l.layer}`), this.pause);
       writeFileAtomic(partFile(job.dir, l.layer), books);
       rename(`${bank}.tmp`, bank);
       job.state.layers = [...job.state.layers, l.layer].sort((a, b) => a - b);

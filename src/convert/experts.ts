@@ -53,10 +53,20 @@ export class ExpertEncoder {
 
   /**
    * Convert layer `plan.layer`: the bank goes to `bankFile`, its codebooks (WCBK records numbered
-   * from the layer's base) are returned. `onExpert` is told the source bytes each expert consumed.
+   * from the layer's base) are returned. `onExpert` is told the source bytes each expert consumed;
+   * `pause` runs between the steps of the codebooks' training and of each expert (the event loop's
+   * turn; it may throw to stop the job).
    */
-  convertLayer(plan: LayerPlan, bankFile: string, onExpert: (sourceBytes: number) => void): Uint8Array {
-    const books = ([0, 1, 2] as const).map((kind) => this.train(plan, kind));
+  async convertLayer(plan: LayerPlan, bankFile: string, onExpert: (sourceBytes: number) => void, pause: () => Promise<void> = async () => {}): Promise<Uint8Array> {
+    const books: Float32Array[][] = [];
+    for (const kind of [0, 1, 2] as const) books.push(await this.train(plan, kind, pause));
+    // a stop is passed on as it is, not as a write error of the bank
+    let stopped = false;
+    const stop = () =>
+      pause().catch((e: unknown) => {
+        stopped = true;
+        throw e;
+      });
     const bits = new Uint16Array(books.length * this.q.stages * this.q.entries * this.q.vecDim);
     let o = 0;
     for (const stages of books) for (const C of stages) for (let i = 0; i < C.length; i++) bits[o++] = encodeF16(C[i]);
@@ -69,17 +79,19 @@ export class ExpertEncoder {
     }
     try {
       for (let e = 0; e < plan.experts; e++) {
+        await stop();
         let bytes = 0;
-        const scales = ([0, 1, 2] as const).map((kind) => {
+        const scales: Uint16Array[] = [];
+        for (const kind of [0, 1, 2] as const) {
+          if (kind) await stop();
           const { rows, cols } = this.layout.shapes[kind];
           const name = expertTensor(plan.layer, e, kind);
           bytes += this.st.info(name).sourceBytes;
           this.read(name, rows, cols);
-          const s = normalizeRows(this.W, rows, cols, this.vectors, `the checkpoint's ${this.st.prefix}${name}`);
-          encodeResidual(this.ws, this.vectors, (rows * cols) / this.q.vecDim, books[kind], this.stageCodes, this.codes[kind]);
-          return s;
-        }) as [Uint16Array, Uint16Array, Uint16Array];
-        const rec = encodeExpertRecord(plan.layer, e, plan.codebookBase, this.layout, this.q, this.codes, scales, this.record);
+          scales.push(normalizeRows(this.W, rows, cols, this.vectors, `the checkpoint's ${this.st.prefix}${name}`));
+          await encodeResidual(this.ws, this.vectors, (rows * cols) / this.q.vecDim, books[kind], this.stageCodes, this.codes[kind], stop);
+        }
+        const rec = encodeExpertRecord(plan.layer, e, plan.codebookBase, this.layout, this.q, this.codes, scales as [Uint16Array, Uint16Array, Uint16Array], this.record);
         let done = 0;
         const pos = e * this.layout.recordBytes;
         while (done < rec.length) done += fs.writeSync(fd, rec, done, rec.length - done, pos + done);
@@ -87,7 +99,7 @@ export class ExpertEncoder {
       }
       fs.fsyncSync(fd);
     } catch (err) {
-      throw fromSystemError(bankFile, err);
+      throw stopped ? err : fromSystemError(bankFile, err);
     } finally {
       fs.closeSync(fd);
     }
@@ -99,7 +111,7 @@ export class ExpertEncoder {
    * the same number from each, drawn without replacement by a generator seeded from (seed, layer,
    * kind): a resumed layer draws exactly what an uninterrupted run drew.
    */
-  private train(plan: LayerPlan, kind: 0 | 1 | 2): Float32Array[] {
+  private async train(plan: LayerPlan, kind: 0 | 1 | 2, pause: () => Promise<void>): Promise<Float32Array[]> {
     const { vecDim: D } = this.q;
     const { rows, cols } = this.layout.shapes[kind];
     const rng = new Rng(deriveSeed(this.settings.seed, plan.layer, kind));
@@ -109,6 +121,7 @@ export class ExpertEncoder {
     const order = new Int32Array(nvec);
     let n = 0;
     for (let j = 0; j < picks; j++) {
+      await pause();
       const e = Math.floor((j * plan.experts) / picks);
       this.read(expertTensor(plan.layer, e, kind), rows, cols);
       normalizeRows(this.W, rows, cols, this.vectors);
@@ -123,7 +136,7 @@ export class ExpertEncoder {
       }
       n += take;
     }
-    return trainResidual(this.ws, this.sample, n, rng, this.settings.iters, { idx: this.idx, dist: this.dist });
+    return trainResidual(this.ws, this.sample, n, rng, this.settings.iters, { idx: this.idx, dist: this.dist }, pause);
   }
 
   private read(name: string, rows: number, cols: number): void {

@@ -1,7 +1,7 @@
 import type { CheckpointWeights } from '../checkpoint/weights.js';
 import { Fmt } from '../container/format.js';
 import { encodeF16 } from '../util/f16.js';
-import { TrunkWriter, type TrunkIndexEntry } from '../container/write.js';
+import { type RowChunk, TrunkWriter, type TrunkIndexEntry } from '../container/write.js';
 import { quantizeRows } from '../quant/trunk.js';
 import { WasteError } from '../util/errors.js';
 import { TRUNK_GROUP, type TrunkTensorPlan } from './plan.js';
@@ -13,20 +13,29 @@ const CHUNK_VALUES = 4 << 20;
  * Write trunk.bin: every non-expert tensor, in name order, in its planned format. Returns the
  * trunk index for the manifest. `file` is written in place; the caller renames it when done.
  */
-export function writeTrunk(st: CheckpointWeights, plan: TrunkTensorPlan[], file: string, onTensor: (sourceBytes: number) => void): TrunkIndexEntry[] {
+export async function writeTrunk(
+  st: CheckpointWeights,
+  plan: TrunkTensorPlan[],
+  file: string,
+  onTensor: (sourceBytes: number) => void,
+  pause: () => Promise<void> = async () => {},
+): Promise<TrunkIndexEntry[]> {
   const w = new TrunkWriter(file);
   try {
     for (const t of plan) {
+      await pause();
       const cols = t.shape[t.shape.length - 1];
       const rows = cols ? t.shape.reduce((a, d) => a * d, 1) / cols : 0;
       const per = Math.max(1, Math.floor(CHUNK_VALUES / Math.max(1, cols)));
       const buf = new Float32Array(Math.min(rows, per) * cols);
       const what = `the checkpoint's ${t.name}`;
-      w.addRows(t.name, t.fmt, t.shape, chunks(), TRUNK_GROUP);
+      // a chunk at a time, the event loop's turn between chunks: the embedding table is seconds of work
+      await w.addRowsAsync(t.name, t.fmt, t.shape, chunks(), TRUNK_GROUP);
       onTensor(t.sourceBytes);
 
-      function* chunks(): Generator<{ payload: Uint8Array; scales?: Uint16Array }> {
+      async function* chunks(): AsyncGenerator<RowChunk> {
         for (let r = 0; r < rows; r += per) {
+          if (r) await pause();
           const n = Math.min(per, rows - r);
           const x = buf.subarray(0, n * cols);
           t.read(r, n, x);

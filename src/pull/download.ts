@@ -1,5 +1,6 @@
 import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
+import { sleep } from '../util/abort.js';
 import { WasteError, fromSystemError } from '../util/errors.js';
 import type { Hub, HubFile } from './hub.js';
 
@@ -48,14 +49,14 @@ export async function downloadFile(hub: Hub, repo: string, commit: string, file:
       }
       return;
     } catch (e) {
-      if (opts.signal?.aborted) throw e;
+      if (opts.signal?.aborted) throw opts.signal.reason;
       const fatal = e instanceof WasteError && (e.code !== 'E_IO' || /HTTP 40[134]|hash/.test(e.message));
       if (fatal || attempt >= attempts) {
         const msg = e instanceof Error ? e.message : String(e);
         throw e instanceof WasteError && msg.includes(file.path) ? e : new WasteError(e instanceof WasteError ? e.code : 'E_IO', `${repo}/${file.path}: ${msg}`);
       }
       opts.log?.(`${file.path}: ${e instanceof Error ? e.message : String(e)}; trying again in ${(pause / 1000).toFixed(1)} s`);
-      await new Promise((r) => setTimeout(r, pause));
+      await sleep(pause, opts.signal);
       pause = Math.min(pause * 2, 60_000);
     }
   }
@@ -74,15 +75,15 @@ async function fetchOnce(hub: Hub, repo: string, commit: string, file: HubFile, 
     have = 0;
   }
   if (have === file.size) return;
+  opts.signal?.throwIfAborted();
   const ac = new AbortController();
   const onAbort = () => ac.abort(opts.signal?.reason);
   opts.signal?.addEventListener('abort', onAbort);
-  // every request the library makes for this file carries our signal: a stall aborts it
-  const fetchFn: typeof fetch = (input, init) => fetch(input, { ...init, signal: ac.signal });
+  // every request the library makes for this file carries `ac.signal` (hub.blob): a stall aborts it
   const stallMs = opts.stallMs ?? 60_000;
   let fd: number | undefined;
   try {
-    const blob = await hub.blob(repo, commit, file.path, fetchFn);
+    const blob = await hub.blob(repo, commit, file.path, ac.signal);
     if (blob.size !== file.size) throw new WasteError('E_IO', `${file.path}: the hub lists ${file.size} bytes and serves ${blob.size}`);
     const reader = blob.slice(have).stream().getReader();
     fd = fs.openSync(part, have ? 'r+' : 'w');
@@ -112,6 +113,7 @@ async function fetchOnce(hub: Hub, repo: string, commit: string, file: HubFile, 
     if (pos !== file.size) throw new WasteError('E_IO', `the connection closed after ${pos} of ${file.size} bytes`);
     fs.fsyncSync(fd);
   } catch (e) {
+    if (opts.signal?.aborted) throw opts.signal.reason;
     if (e instanceof WasteError) throw e;
     const err = e as NodeJS.ErrnoException;
     if (typeof err.code === 'string' && err.syscall) throw fromSystemError(part, e);
@@ -141,10 +143,11 @@ export async function withRetries<T>(what: string, f: () => Promise<T>, opts: Do
     try {
       return await f();
     } catch (e) {
+      if (opts.signal?.aborted) throw opts.signal.reason;
       const fatal = e instanceof WasteError && (e.code !== 'E_IO' || /HTTP 40[134]/.test(e.message));
-      if (fatal || attempt >= attempts || opts.signal?.aborted) throw e;
+      if (fatal || attempt >= attempts) throw e;
       opts.log?.(`${what}: ${e instanceof Error ? e.message : String(e)}; trying again in ${(pause / 1000).toFixed(1)} s`);
-      await new Promise((r) => setTimeout(r, pause));
+      await sleep(pause, opts.signal);
       pause = Math.min(pause * 2, 60_000);
     }
   }

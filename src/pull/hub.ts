@@ -1,4 +1,5 @@
 import { downloadFile, listFiles, modelInfo } from '@huggingface/hub';
+import { eitherSignal } from '../util/abort.js';
 import { WasteError } from '../util/errors.js';
 
 /** One file of a repository at a commit, with the hash the hub keeps for it. */
@@ -29,13 +30,18 @@ export class Hub {
   readonly endpoint: string;
   private readonly token: string | undefined;
   private readonly fetchFn: typeof fetch | undefined;
+  /** What every request of ours goes through: the caller's fetch (or the global one), hearing `signal`. */
+  private readonly call: typeof fetch;
 
-  constructor(opts: HubOptions = {}) {
+  /** `signal` stops every request this hub makes (a pull's own AbortSignal). */
+  constructor(opts: HubOptions = {}, signal?: AbortSignal) {
     this.endpoint = (opts.endpoint ?? process.env.HF_ENDPOINT ?? 'https://huggingface.co').replace(/\/+$/, '');
     const t = opts.token ?? process.env.HF_TOKEN;
     this.token = t && t !== '' ? t : undefined;
     if (this.token && !this.token.startsWith('hf_')) throw new WasteError('E_ARG', 'HF_TOKEN does not look like a HuggingFace access token (they start with hf_)');
     this.fetchFn = opts.fetch;
+    const base = opts.fetch ?? ((input, init) => fetch(input, init));
+    this.call = signal ? (input, init) => base(input, { ...init, signal: eitherSignal(init?.signal ?? undefined, signal) }) : base;
   }
 
   /** What another thread needs to reach the same hub; undefined with a custom fetch (it cannot cross threads). */
@@ -44,13 +50,13 @@ export class Hub {
   }
 
   private params(repo: string) {
-    return { repo: { type: 'model' as const, name: repo }, hubUrl: this.endpoint, ...(this.token ? { accessToken: this.token } : {}), ...(this.fetchFn ? { fetch: this.fetchFn } : {}) };
+    return { repo: { type: 'model' as const, name: repo }, hubUrl: this.endpoint, ...(this.token ? { accessToken: this.token } : {}), fetch: this.call };
   }
 
   /** The commit a revision (branch, tag or commit) names now: a pull reads every file from that one commit. */
   async commitOf(repo: string, revision: string): Promise<string> {
     const info = await hubCall(`${repo}@${revision}`, () =>
-      modelInfo({ name: repo, revision, hubUrl: this.endpoint, additionalFields: ['sha'], ...(this.token ? { accessToken: this.token } : {}), ...(this.fetchFn ? { fetch: this.fetchFn } : {}) }),
+      modelInfo({ name: repo, revision, hubUrl: this.endpoint, additionalFields: ['sha'], ...(this.token ? { accessToken: this.token } : {}), fetch: this.call }),
     );
     const sha = (info as { sha?: unknown }).sha;
     if (typeof sha !== 'string' || !/^[0-9a-f]{40}$/.test(sha)) throw new WasteError('E_FORMAT', `${this.endpoint}: the hub gave no commit for ${repo}@${revision}`);
@@ -68,9 +74,10 @@ export class Hub {
     });
   }
 
-  /** The file as a Blob read over HTTP (nothing is fetched until it is read). */
-  async blob(repo: string, commit: string, file: string, fetchFn?: typeof fetch): Promise<Blob> {
-    const strict = rangesOnly(fetchFn ?? this.fetchFn ?? fetch, `${repo}/${file}`);
+  /** The file as a Blob read over HTTP (nothing is fetched until it is read); `signal` goes with each of its requests. */
+  async blob(repo: string, commit: string, file: string, signal?: AbortSignal): Promise<Blob> {
+    // a download's requests carry its own signal (its stall timer and the pull's, linked)
+    const strict = rangesOnly(signal ? (input, init) => this.call(input, { ...init, signal }) : this.call, `${repo}/${file}`);
     const b = await hubCall(`${repo}/${file}`, () => downloadFile({ ...this.params(repo), fetch: strict, revision: commit, path: file }));
     if (!b) throw new WasteError('E_IO', `${repo}@${commit.slice(0, 12)} has no file ${file}`);
     return b;

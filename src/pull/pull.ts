@@ -10,6 +10,7 @@ import type { KimiConfig } from '../model/parts/kimi-config.js';
 import { architectureOf } from '../model/registry.js';
 import { checkStoreName, downloadsDir, modelsDir, pullLockFile } from '../store/home.js';
 import { RECORD_FILE, recordText } from '../store/record.js';
+import { safePoint, whenAborted } from '../util/abort.js';
 import { WasteError, fromSystemError } from '../util/errors.js';
 import { isObject } from '../util/fields.js';
 import { readBytes, readJson } from '../util/read.js';
@@ -146,7 +147,8 @@ class Puller {
     const name = checkStoreName(opts.name ?? short ?? repo.split('/')[1]);
     const out = path.join(modelsDir(), name);
     if (fs.existsSync(path.join(out, 'manifest.json')) && !opts.force) throw new WasteError('E_ARG', `${name} is in the store already (${out}); \`waste rm ${name}\` first, or pass --force to replace it`);
-    const hub = new Hub(opts.hub);
+    opts.signal?.throwIfAborted();
+    const hub = new Hub(opts.hub, opts.signal);
     const dl = path.join(downloadsDir(), name);
     const lock = lockName(name);
     try {
@@ -289,15 +291,17 @@ class Puller {
     let got = 0;
     let converted = 0;
     let thread: DownloadThread | undefined;
+    // shard i's download: on the thread while shard i - 1's layers convert, or here, in turn
+    const fetching: (Promise<void> | undefined)[] = [];
     const progress = (what: string) => opts.onProgress?.(got + (thread?.arrived ?? 0) + converted, total, what);
     const conv = await Conversion.open(dl, out, { ...opts, onProgress: (d, _t, what) => ((converted = d), progress(what)) }, { st, extraBytes: need(), plan: plan.convert });
+    // what the download thread cannot hear: a wait for its shard ends at once when the pull is stopped
+    const stop = whenAborted(opts.signal);
     try {
       if (ahead) thread = new DownloadThread({ ...ahead, stallMs: opts.stallMs, attempts: opts.attempts, retryMs: opts.retryMs }, (f) => progress(`fetching ${f}`), log);
       const spent = (u: ShardUse) => (u.trunkBytes === 0 || fs.existsSync(stagedFile(dl, u.file)) || keep) && u.layers.every((l) => conv.layerDone(l));
       // what an earlier run fetched counts as done: the shards on disk and those converted and deleted
       got = uses.filter((u) => onDisk(u.file) || spent(u)).reduce((a, u) => a + u.bytes, 0);
-      // shard i's download: on the thread while shard i - 1's layers convert, or here, in turn
-      const fetching: (Promise<void> | undefined)[] = [];
       const start = (i: number) => {
         const u = uses[i];
         if (!u || fetching[i]) return;
@@ -317,6 +321,7 @@ class Puller {
               attempts: opts.attempts,
               retryMs: opts.retryMs,
               log,
+              signal: opts.signal,
             });
         // awaited in turn; a failure while an earlier layer converts is not unhandled meanwhile
         fetching[i].catch(() => {});
@@ -324,7 +329,8 @@ class Puller {
       for (let i = 0; i < uses.length; i++) {
         const u = uses[i];
         start(i);
-        await fetching[i];
+        await Promise.race([fetching[i], stop.aborted]);
+        await safePoint(opts.signal);
         // the next shard downloads while this one's layers convert: one shard ahead, as the schedule's peak allows
         if (thread) start(i + 1);
         if (!keep && u.trunkBytes && !fs.existsSync(stagedFile(dl, u.file))) {
@@ -338,7 +344,7 @@ class Puller {
             fs.rmSync(path.join(dl, f), { force: true });
           }
       }
-      conv.writeTrunk();
+      await conv.writeTrunk();
       const r = conv.finish({ [RECORD_FILE]: recordText({ repo: plan.repo, revision: plan.revision, commit: plan.commit, pulled: new Date().toISOString() }) });
       if (!keep) fs.rmSync(dl, { recursive: true, force: true });
       else log(`the checkpoint is kept in ${dl}`);
@@ -346,7 +352,10 @@ class Puller {
     } catch (e) {
       throw conv.noSpace(e, need(), 'download and container need');
     } finally {
+      stop.done();
       await thread?.close();
+      // a download stopped by the signal has closed its file before the pull returns
+      await Promise.allSettled(fetching);
       await conv.close();
     }
   }
@@ -366,7 +375,7 @@ function lockName(name: string): PidLock {
 }
 
 function retryOpts(o: PullOptions) {
-  return { attempts: o.attempts, retryMs: o.retryMs, log: o.log };
+  return { attempts: o.attempts, retryMs: o.retryMs, log: o.log, signal: o.signal };
 }
 
 function partBytes(file: string): number {
@@ -398,7 +407,7 @@ async function fetchTo(hub: Hub, repo: string, commit: string, f: HubFile, dl: s
   const dest = path.join(dl, f.path);
   if (fs.existsSync(dest)) return;
   if (f.size > 256 << 20) throw new WasteError('E_FORMAT', `${repo}: ${f.path} is ${formatSize(f.size)}, too large for what it is`);
-  await downloadFile(hub, repo, commit, f, dest, { stallMs: opts.stallMs, attempts: opts.attempts, retryMs: opts.retryMs, log: opts.log });
+  await downloadFile(hub, repo, commit, f, dest, { stallMs: opts.stallMs, attempts: opts.attempts, retryMs: opts.retryMs, log: opts.log, signal: opts.signal });
 }
 
 /** A shard's first 8 + n bytes: from disk when it is there, else two ranged reads; kept in headers/. */

@@ -44,14 +44,24 @@ function setCentroids(ws: VqWorkspace, C: Float32Array): void {
 /**
  * Train `stages` codebooks on the sample X [n][dim] (in the workspace's arena; it is consumed: left
  * holding the residual). Returns each stage's centroids, entry-major, already rounded to f16 as
- * they will be stored, so encoding uses exactly what the reader will decode.
+ * they will be stored, so encoding uses exactly what the reader will decode. `pause` runs between
+ * iterations (a long job's turn for the event loop; it may throw to stop the job).
  */
-export function trainResidual(ws: VqWorkspace, X: Float32Array, n: number, rng: Rng, iters: number, scratch: { idx: Int32Array; dist: Float32Array }): Float32Array[] {
+export async function trainResidual(
+  ws: VqWorkspace,
+  X: Float32Array,
+  n: number,
+  rng: Rng,
+  iters: number,
+  scratch: { idx: Int32Array; dist: Float32Array },
+  pause: () => Promise<void> = async () => {},
+): Promise<Float32Array[]> {
   const { entries, vecDim: D, stages } = ws.q;
   const books: Float32Array[] = [];
   for (let s = 0; s < stages; s++) {
-    const C = seedPlusPlus(ws, X, n, rng, scratch.dist);
+    const C = await seedPlusPlus(ws, X, n, rng, scratch.dist, pause);
     for (let it = 0; it < iters; it++) {
+      await pause();
       setCentroids(ws, C);
       ws.k.vqNearest(X, ws.CT, ws.cn, entries, D, scratch.idx, n, scratch.dist);
       lloydUpdate(C, X, n, D, entries, scratch.idx, scratch.dist);
@@ -74,13 +84,14 @@ export function trainResidual(ws: VqWorkspace, X: Float32Array, n: number, rng: 
 }
 
 /** k-means++: the first centroid uniformly, each next with probability ∝ squared distance. */
-function seedPlusPlus(ws: VqWorkspace, X: Float32Array, n: number, rng: Rng, dmin: Float32Array): Float32Array {
+async function seedPlusPlus(ws: VqWorkspace, X: Float32Array, n: number, rng: Rng, dmin: Float32Array, pause: () => Promise<void>): Promise<Float32Array> {
   const { entries, vecDim: D } = ws.q;
   const C = new Float32Array(entries * D);
   const c = ws.c;
   dmin.fill(Infinity, 0, n);
   let pick = Math.min(n - 1, Math.floor(rng.float() * n));
   for (let e = 0; e < entries; e++) {
+    if ((e & 31) === 31) await pause();
     for (let d = 0; d < D; d++) C[e * D + d] = c[d] = X[pick * D + d];
     ws.k.distUpdate(X, c, D, dmin, n);
     let total = 0;
@@ -129,9 +140,18 @@ function lloydUpdate(C: Float32Array, X: Float32Array, n: number, D: number, ent
  * Encode X [n][dim] (consumed: left holding the residual) against the stages' books: `out`
  * receives [n][stages] indices, row-major, as the record encoder takes them.
  */
-export function encodeResidual(ws: VqWorkspace, X: Float32Array, n: number, books: Float32Array[], idx: Uint8Array, out: Uint8Array): void {
+export async function encodeResidual(
+  ws: VqWorkspace,
+  X: Float32Array,
+  n: number,
+  books: Float32Array[],
+  idx: Uint8Array,
+  out: Uint8Array,
+  pause: () => Promise<void> = async () => {},
+): Promise<void> {
   const { entries, vecDim: D, stages } = ws.q;
   for (let s = 0; s < stages; s++) {
+    if (s) await pause();
     const C = books[s];
     setCentroids(ws, C);
     ws.k.vqNearest(X, ws.CT, ws.cn, entries, D, idx, n);

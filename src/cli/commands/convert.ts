@@ -4,6 +4,7 @@ import { convert } from '../../convert/convert.js';
 import { DEFAULT_SETTINGS } from '../../convert/plan.js';
 import { formatSize } from '../../util/size.js';
 import { intArg } from '../args.js';
+import { stoppable } from '../interrupt.js';
 import { Progress, fmtSeconds } from '../progress.js';
 
 export function registerConvert(program: Command): void {
@@ -27,7 +28,8 @@ export function registerConvert(program: Command): void {
         o: { trunkBits: string; seed: number; iters: number; cbSample: number; trainVectors: number; threads?: number; force: boolean; quiet: boolean },
       ) => {
         const bar = new Progress('convert', 1, o.quiet, process.stderr, formatSize);
-        const r = await convert(src, out, {
+        const r = await stoppable('conversion', (signal) => convert(src, out, {
+          signal,
           trunkBits: o.trunkBits === '16' ? 16 : o.trunkBits === '8' ? 8 : 4,
           seed: o.seed,
           iters: o.iters,
@@ -43,8 +45,9 @@ export function registerConvert(program: Command): void {
             bar.note = what;
             bar.update(done);
           },
-        });
+        }));
         bar.done();
+        if (!r) return;
         const rate = r.seconds > 0 ? r.convertedBytes / r.seconds : 0;
         process.stdout.write(
           `wrote ${r.out}: ${formatSize(r.plan.totalBytes)} (trunk ${formatSize(r.plan.trunkBytes)}, ${r.plan.layers.length} expert banks) from ${formatSize(r.plan.sourceBytes)} of weights` +

@@ -3,6 +3,7 @@ import { type PullPlan, parseSpec, planPull, pull } from '../../pull/pull.js';
 import { knownModel, knownPeaks } from '../../pull/known.js';
 import { formatSize } from '../../util/size.js';
 import { intArg } from '../args.js';
+import { stoppable } from '../interrupt.js';
 import { Progress, fmtSeconds } from '../progress.js';
 
 export function registerPull(program: Command): void {
@@ -40,19 +41,23 @@ export function registerPull(program: Command): void {
         return;
       }
       const bar = new Progress('pull', 1, o.quiet, process.stderr, formatSize);
-      const r = await pull(spec, {
-        name: o.name,
-        keepSource: o.keepSource,
-        threads: o.threads,
-        force: o.force,
-        log,
-        onProgress: (done, total, what) => {
-          bar.total = total;
-          bar.note = what;
-          bar.update(done);
-        },
-      });
+      const r = await stoppable('pull', (signal) =>
+        pull(spec, {
+          name: o.name,
+          keepSource: o.keepSource,
+          threads: o.threads,
+          force: o.force,
+          log,
+          signal,
+          onProgress: (done, total, what) => {
+            bar.total = total;
+            bar.note = what;
+            bar.update(done);
+          },
+        }),
+      );
       bar.done();
+      if (!r) return;
       process.stdout.write(
         `stored ${r.plan.name} in ${r.dir}: ${formatSize(r.plan.containerBytes)} from ${r.plan.repo}@${r.plan.revision} (${r.plan.commit.slice(0, 12)}); fetched ${formatSize(r.fetchedBytes)}${r.resumed ? ', resumed' : ''}; ${fmtSeconds(r.seconds)}\n`,
       );
