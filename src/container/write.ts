@@ -33,13 +33,13 @@ export interface TrunkIndexEntry {
   scale_off?: number;
 }
 
-/** Appends tensors to trunk.bin as they are produced, so a large trunk never sits in memory. */
 /** A few rows of a tensor as stored: their payload, and their group scales for Q8G/Q4G. */
 export interface RowChunk {
   payload: Uint8Array;
   scales?: Uint16Array;
 }
 
+/** Appends tensors to trunk.bin as they are produced, so a large trunk never sits in memory. */
 export class TrunkWriter {
   readonly index: TrunkIndexEntry[] = [];
   private fd: number;
@@ -95,18 +95,16 @@ export class TrunkWriter {
     const s = storedSizes(fmt, rows, cols, group);
     const off = this.pos;
     const scales: Uint16Array[] = [];
-    let scaleBytes = 0;
     const add = (c: RowChunk) => {
       this.write(c.payload);
-      if (c.scales) {
-        scales.push(c.scales);
-        scaleBytes += c.scales.byteLength;
-      }
+      if (c.scales) scales.push(c.scales);
     };
-    return { add, end: () => this.endTensor(name, fmt, shape, group, off, s, scales, scaleBytes) };
+    return { add, end: () => this.indexTensor(name, fmt, shape, group, off, s, scales) };
   }
 
-  private endTensor(name: string, fmt: number, shape: number[], group: number, off: number, s: { payload: number; scaleBytes: number }, scales: Uint16Array[], scaleBytes: number): void {
+  /** The tensor's scales after its payload, and its index entry, once its last chunk is written. */
+  private indexTensor(name: string, fmt: number, shape: number[], group: number, off: number, s: { payload: number; scaleBytes: number }, scales: Uint16Array[]): void {
+    const scaleBytes = scales.reduce((a, c) => a + c.byteLength, 0);
     if (this.pos - off !== s.payload || scaleBytes !== s.scaleBytes)
       throw new Error(`TrunkWriter: ${name}'s payload or scales do not match its shape [${shape}]`);
     const entry: TrunkIndexEntry = { name, fmt, off, shape, bytes: s.payload + s.scaleBytes };
