@@ -113,6 +113,27 @@ describe('kernels: WebAssembly vs TypeScript reference', () => {
     });
   }
 
+  it('a16 products of T tokens at once (four at a time, then the rest) have the bits of one token at a time, Q8G and Q4G, on 1–3 threads', async () => {
+    const k16 = await Promise.all([1, 2, 3].map((n) => WasmKernels.create(n, [arena], { activations: 'a16' })));
+    try {
+      for (const [fmt, rows, cols, group] of [[Fmt.Q8G, 67, 300, 128], [Fmt.Q4G, 45, 1001, 128], [Fmt.Q8G, 130, 2304, 128], [Fmt.Q4G, 9, 256, 32]] as const) {
+        const w = randTensor(fmt, rows, cols, group);
+        for (const T of [1, 3, 4, 5, 8, 9]) {
+          const X = randF32(T * cols, -4, 4);
+          const one = arena.allocF32(T * rows);
+          for (let t = 0; t < T; t++) k16[0].matmul(w, X.subarray(t * cols, (t + 1) * cols), one.subarray(t * rows, (t + 1) * rows), 1);
+          for (const k of k16) {
+            const all = arena.allocF32(T * rows).fill(NaN);
+            k.matmul(w, X, all, T);
+            assert.ok(sameBits(all, one), `${fmt === Fmt.Q8G ? 'Q8G' : 'Q4G'} ${rows}×${cols} T=${T} ${k.name} [seed ${seed}]: not the bits of one token at a time`);
+          }
+        }
+      }
+    } finally {
+      await Promise.all(k16.map((k) => k.close()));
+    }
+  });
+
   it('matmulMany: the bits of one matmul per matrix (mixed formats, groups and row counts), exact and a16, on 1–3 threads', async () => {
     const k16 = await Promise.all([1, 2, 3].map((n) => WasmKernels.create(n, [arena], { activations: 'a16' })));
     try {
