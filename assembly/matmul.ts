@@ -123,6 +123,13 @@ import { prep16Stride, prepStride } from './prep';
   return hsum(acc);
 }
 
+// A group's exact int32 lane sums meet its scale: acc + f32(a) · f. The one-token and four-token
+// forms below both step through it, which is what keeps their bits the same.
+// @ts-ignore: decorator
+@inline function addGroup(acc: v128, a: v128, f: f32): v128 {
+  return f32x4.add(acc, f32x4.mul(f32x4.convert_i32x4_s(a), f32x4.splat(f)));
+}
+
 // The 16-bit activation forms (prep.ts, act_prep16): one i32x4.dot_i16x8_s per eight weights and
 // one int32 accumulator per group; its exact lane sums meet the group's scale in f32.
 // A lane adds G/4 products of at most 128 · 32767, which stays below 2^31 for groups up to 1024.
@@ -143,7 +150,7 @@ import { prep16Stride, prepStride } from './prep';
       a = i32x4.add(a, i32x4.add(i32x4.dot_i16x8_s(i16x8.extend_low_i8x16_s(v), v128.load(x + o, 32)), i32x4.dot_i16x8_s(i16x8.extend_high_i8x16_s(v), v128.load(x + o, 48))));
     }
     const f = f16(<u32>load<u16>(sc + (<usize>g << 1))) * load<f32>(F + (<usize>g << 2));
-    acc = f32x4.add(acc, f32x4.mul(f32x4.convert_i32x4_s(a), f32x4.splat(f)));
+    acc = addGroup(acc, a, f);
     w += g8;
     x += g8 << 1;
   }
@@ -169,7 +176,7 @@ import { prep16Stride, prepStride } from './prep';
     }
     a = i32x4.sub(a, v128.load(O + (<usize>g << 4)));
     const f = f16(<u32>load<u16>(sc + (<usize>g << 1))) * load<f32>(F + (<usize>g << 2));
-    acc = f32x4.add(acc, f32x4.mul(f32x4.convert_i32x4_s(a), f32x4.splat(f)));
+    acc = addGroup(acc, a, f);
     w += half;
     x += <usize>G << 1;
   }
@@ -180,6 +187,15 @@ import { prep16Stride, prepStride } from './prep';
  * mm for Q8G/Q4G rows with 16-bit activations: P holds the T vectors prepared by act_prep16 (same
  * G, the Q4 order for Q4G). A row's arithmetic is the same wherever the rows are split.
  */
+/** The four tokens' sums to y, y + ys, y + 2·ys, y + 3·ys (each summed as hsum sums one token's). */
+// @ts-ignore: decorator
+@inline function store4(y: usize, ys: usize, c0: v128, c1: v128, c2: v128, c3: v128): void {
+  store<f32>(y, hsum(c0));
+  store<f32>(y + ys, hsum(c1));
+  store<f32>(y + 2 * ys, hsum(c2));
+  store<f32>(y + 3 * ys, hsum(c3));
+}
+
 // Four tokens' dot products with one row at once: each weight vector is loaded and widened (Q8G) or
 // its nibbles taken out (Q4G) once for the four, which is a third to a half of the per-token work
 // at 16-bit activations. Each token's integer lane sums and f32 steps are dotQ8a16's / dotQ4a16's,
@@ -211,17 +227,14 @@ import { prep16Stride, prepStride } from './prep';
     }
     const s = f16(<u32>load<u16>(sc + (<usize>g << 1)));
     const fo = Foff + (<usize>g << 2);
-    c0 = f32x4.add(c0, f32x4.mul(f32x4.convert_i32x4_s(a0), f32x4.splat(s * load<f32>(p + fo))));
-    c1 = f32x4.add(c1, f32x4.mul(f32x4.convert_i32x4_s(a1), f32x4.splat(s * load<f32>(p + ps + fo))));
-    c2 = f32x4.add(c2, f32x4.mul(f32x4.convert_i32x4_s(a2), f32x4.splat(s * load<f32>(p + 2 * ps + fo))));
-    c3 = f32x4.add(c3, f32x4.mul(f32x4.convert_i32x4_s(a3), f32x4.splat(s * load<f32>(p + 3 * ps + fo))));
+    c0 = addGroup(c0, a0, s * load<f32>(p + fo));
+    c1 = addGroup(c1, a1, s * load<f32>(p + ps + fo));
+    c2 = addGroup(c2, a2, s * load<f32>(p + 2 * ps + fo));
+    c3 = addGroup(c3, a3, s * load<f32>(p + 3 * ps + fo));
     w += g8;
     x += g8 << 1;
   }
-  store<f32>(y, hsum(c0));
-  store<f32>(y + ys, hsum(c1));
-  store<f32>(y + 2 * ys, hsum(c2));
-  store<f32>(y + 3 * ys, hsum(c3));
+  store4(y, ys, c0, c1, c2, c3);
 }
 
 // @ts-ignore: decorator
@@ -257,17 +270,14 @@ import { prep16Stride, prepStride } from './prep';
     a3 = i32x4.sub(a3, v128.load(p + 3 * ps + Ooff + go));
     const s = f16(<u32>load<u16>(sc + (<usize>g << 1)));
     const fo = Foff + (<usize>g << 2);
-    c0 = f32x4.add(c0, f32x4.mul(f32x4.convert_i32x4_s(a0), f32x4.splat(s * load<f32>(p + fo))));
-    c1 = f32x4.add(c1, f32x4.mul(f32x4.convert_i32x4_s(a1), f32x4.splat(s * load<f32>(p + ps + fo))));
-    c2 = f32x4.add(c2, f32x4.mul(f32x4.convert_i32x4_s(a2), f32x4.splat(s * load<f32>(p + 2 * ps + fo))));
-    c3 = f32x4.add(c3, f32x4.mul(f32x4.convert_i32x4_s(a3), f32x4.splat(s * load<f32>(p + 3 * ps + fo))));
+    c0 = addGroup(c0, a0, s * load<f32>(p + fo));
+    c1 = addGroup(c1, a1, s * load<f32>(p + ps + fo));
+    c2 = addGroup(c2, a2, s * load<f32>(p + 2 * ps + fo));
+    c3 = addGroup(c3, a3, s * load<f32>(p + 3 * ps + fo));
     w += half;
     x += <usize>G << 1;
   }
-  store<f32>(y, hsum(c0));
-  store<f32>(y + ys, hsum(c1));
-  store<f32>(y + 2 * ys, hsum(c2));
-  store<f32>(y + 3 * ys, hsum(c3));
+  store4(y, ys, c0, c1, c2, c3);
 }
 
 export function mm16(fmt: i32, W: usize, S: usize, P: usize, Y: usize, ystride: i32, cols: i32, rowBytes: i32, groups: i32, G: i32, T: i32, _tmp: usize, r0: i32, r1: i32): void {
