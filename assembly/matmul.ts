@@ -197,10 +197,14 @@ import { prep16Stride, prepStride } from './prep';
 }
 
 // Four tokens' dot products with one row at once: each weight vector is loaded and widened (Q8G) or
-// its nibbles taken out (Q4G) once for the four, which is a third to a half of the per-token work
-// at 16-bit activations. Each token's integer lane sums and f32 steps are dotQ8a16's / dotQ4a16's,
-// in the same order, so the bits are those of four single-token calls: batched decode and prefill
-// chunks run 1.1–1.3× faster in these products (docs/PERFORMANCE.md).
+// its nibbles taken out (Q4G) once for several tokens, which is a third to a half of the per-token
+// work at 16-bit activations. Each token's integer lane sums and f32 steps are dotQ8a16's /
+// dotQ4a16's, in the same order, so the bits are those of four single-token calls: batched decode
+// and prefill chunks run 1.1–1.3× faster in these products, and 1.2–1.3× more with the steps below
+// (docs/PERFORMANCE.md). Q8G steps 16 weights at a time for the four: with 32 a step, V8 loaded
+// the sixteen activation vectors early and spilled them to the stack. Q4G takes the four as two
+// pairs over the row (its bytes stay in L1), for the same reason: four tokens × four nibble
+// vectors left too few registers.
 // @ts-ignore: decorator
 @inline function dotQ8a16x4(row: usize, sc: usize, p: usize, ps: usize, groups: i32, G: i32, y: usize, ys: usize): void {
   const n = <usize>groups * <usize>G;
@@ -210,20 +214,14 @@ import { prep16Stride, prepStride } from './prep';
   let w = row, x = p;
   for (let g = 0; g < groups; g++) {
     let a0 = i32x4.splat(0), a1 = i32x4.splat(0), a2 = i32x4.splat(0), a3 = i32x4.splat(0);
-    for (let i: usize = 0; i < g8; i += 32) {
+    for (let i: usize = 0; i < g8; i += 16) {
       const o = i << 1;
-      let v = v128.load(w + i);
-      let lo = i16x8.extend_low_i8x16_s(v), hi = i16x8.extend_high_i8x16_s(v);
+      const v = v128.load(w + i);
+      const lo = i16x8.extend_low_i8x16_s(v), hi = i16x8.extend_high_i8x16_s(v);
       a0 = i32x4.add(a0, i32x4.add(i32x4.dot_i16x8_s(lo, v128.load(x + o)), i32x4.dot_i16x8_s(hi, v128.load(x + o, 16))));
       a1 = i32x4.add(a1, i32x4.add(i32x4.dot_i16x8_s(lo, v128.load(x + ps + o)), i32x4.dot_i16x8_s(hi, v128.load(x + ps + o, 16))));
       a2 = i32x4.add(a2, i32x4.add(i32x4.dot_i16x8_s(lo, v128.load(x + 2 * ps + o)), i32x4.dot_i16x8_s(hi, v128.load(x + 2 * ps + o, 16))));
       a3 = i32x4.add(a3, i32x4.add(i32x4.dot_i16x8_s(lo, v128.load(x + 3 * ps + o)), i32x4.dot_i16x8_s(hi, v128.load(x + 3 * ps + o, 16))));
-      v = v128.load(w + i, 16);
-      lo = i16x8.extend_low_i8x16_s(v); hi = i16x8.extend_high_i8x16_s(v);
-      a0 = i32x4.add(a0, i32x4.add(i32x4.dot_i16x8_s(lo, v128.load(x + o, 32)), i32x4.dot_i16x8_s(hi, v128.load(x + o, 48))));
-      a1 = i32x4.add(a1, i32x4.add(i32x4.dot_i16x8_s(lo, v128.load(x + ps + o, 32)), i32x4.dot_i16x8_s(hi, v128.load(x + ps + o, 48))));
-      a2 = i32x4.add(a2, i32x4.add(i32x4.dot_i16x8_s(lo, v128.load(x + 2 * ps + o, 32)), i32x4.dot_i16x8_s(hi, v128.load(x + 2 * ps + o, 48))));
-      a3 = i32x4.add(a3, i32x4.add(i32x4.dot_i16x8_s(lo, v128.load(x + 3 * ps + o, 32)), i32x4.dot_i16x8_s(hi, v128.load(x + 3 * ps + o, 48))));
     }
     const s = f16(<u32>load<u16>(sc + (<usize>g << 1)));
     const fo = Foff + (<usize>g << 2);
@@ -239,45 +237,45 @@ import { prep16Stride, prepStride } from './prep';
 
 // @ts-ignore: decorator
 @inline function dotQ4a16x4(row: usize, sc: usize, p: usize, ps: usize, groups: i32, G: i32, y: usize, ys: usize): void {
+  dotQ4a16x2(row, sc, p, ps, groups, G, y, ys);
+  dotQ4a16x2(row, sc, p + 2 * ps, ps, groups, G, y + 2 * ys, ys);
+}
+
+/** Two tokens' sums for one row to y and y + ys: dotQ4a16x4 takes its four as two such pairs. */
+// @ts-ignore: decorator
+@inline function dotQ4a16x2(row: usize, sc: usize, p: usize, ps: usize, groups: i32, G: i32, y: usize, ys: usize): void {
   const n = <usize>groups * <usize>G;
   const Ooff = n * 2;
   const Foff = Ooff + <usize>groups * 16;
   const m = i16x8.splat(0x000f);
   const half = <usize>G >> 1;
-  let c0 = f32x4.splat(0), c1 = f32x4.splat(0), c2 = f32x4.splat(0), c3 = f32x4.splat(0);
+  let c0 = f32x4.splat(0), c1 = f32x4.splat(0);
   let w = row, x = p;
   for (let g = 0; g < groups; g++) {
-    let a0 = i32x4.splat(0), a1 = i32x4.splat(0), a2 = i32x4.splat(0), a3 = i32x4.splat(0);
+    let a0 = i32x4.splat(0), a1 = i32x4.splat(0);
     for (let i: usize = 0; i < half; i += 16) {
       const b = v128.load(w + i);
       const o = i << 2;
       let e0 = v128.and(b, m), e1 = v128.and(i16x8.shr_u(b, 4), m);
       a0 = i32x4.add(a0, i32x4.add(i32x4.dot_i16x8_s(e0, v128.load(x + o)), i32x4.dot_i16x8_s(e1, v128.load(x + o, 16))));
       a1 = i32x4.add(a1, i32x4.add(i32x4.dot_i16x8_s(e0, v128.load(x + ps + o)), i32x4.dot_i16x8_s(e1, v128.load(x + ps + o, 16))));
-      a2 = i32x4.add(a2, i32x4.add(i32x4.dot_i16x8_s(e0, v128.load(x + 2 * ps + o)), i32x4.dot_i16x8_s(e1, v128.load(x + 2 * ps + o, 16))));
-      a3 = i32x4.add(a3, i32x4.add(i32x4.dot_i16x8_s(e0, v128.load(x + 3 * ps + o)), i32x4.dot_i16x8_s(e1, v128.load(x + 3 * ps + o, 16))));
       e0 = v128.and(i16x8.shr_u(b, 8), m);
       e1 = i16x8.shr_u(b, 12);
       a0 = i32x4.add(a0, i32x4.add(i32x4.dot_i16x8_s(e0, v128.load(x + o, 32)), i32x4.dot_i16x8_s(e1, v128.load(x + o, 48))));
       a1 = i32x4.add(a1, i32x4.add(i32x4.dot_i16x8_s(e0, v128.load(x + ps + o, 32)), i32x4.dot_i16x8_s(e1, v128.load(x + ps + o, 48))));
-      a2 = i32x4.add(a2, i32x4.add(i32x4.dot_i16x8_s(e0, v128.load(x + 2 * ps + o, 32)), i32x4.dot_i16x8_s(e1, v128.load(x + 2 * ps + o, 48))));
-      a3 = i32x4.add(a3, i32x4.add(i32x4.dot_i16x8_s(e0, v128.load(x + 3 * ps + o, 32)), i32x4.dot_i16x8_s(e1, v128.load(x + 3 * ps + o, 48))));
     }
     const go = <usize>g << 4;
     a0 = i32x4.sub(a0, v128.load(p + Ooff + go));
     a1 = i32x4.sub(a1, v128.load(p + ps + Ooff + go));
-    a2 = i32x4.sub(a2, v128.load(p + 2 * ps + Ooff + go));
-    a3 = i32x4.sub(a3, v128.load(p + 3 * ps + Ooff + go));
     const s = f16(<u32>load<u16>(sc + (<usize>g << 1)));
     const fo = Foff + (<usize>g << 2);
     c0 = addGroup(c0, a0, s * load<f32>(p + fo));
     c1 = addGroup(c1, a1, s * load<f32>(p + ps + fo));
-    c2 = addGroup(c2, a2, s * load<f32>(p + 2 * ps + fo));
-    c3 = addGroup(c3, a3, s * load<f32>(p + 3 * ps + fo));
     w += half;
     x += <usize>G << 1;
   }
-  store4(y, ys, c0, c1, c2, c3);
+  store<f32>(y, hsum(c0));
+  store<f32>(y + ys, hsum(c1));
 }
 
 export function mm16(fmt: i32, W: usize, S: usize, P: usize, Y: usize, ystride: i32, cols: i32, rowBytes: i32, groups: i32, G: i32, T: i32, _tmp: usize, r0: i32, r1: i32): void {
