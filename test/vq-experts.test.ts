@@ -153,6 +153,43 @@ describe(`vqExperts [seed ${seed}]`, () => {
     }
   });
 
+  it('more jobs than the working rows hold, with no room to grow them: every job, in steps, the same bits', async () => {
+    const cap = 8 << 20;
+    const tight = new Arena(cap, new MemoryBudget(Math.ceil((ARENA_RESERVED + cap) / 65536) * 65536));
+    const k = await WasmKernels.create(2, [tight]);
+    try {
+      const g: VqGeometry = { stages: 3, entries: 256, vecDim: 8, indexBlock: 64 };
+      const I = 1024;
+      const W = 2304;
+      const { rec, shape } = randRecord(tight, I, W, g);
+      const lutSize = (W / g.vecDim) * g.stages * g.entries;
+      const tables = [0, 1].map(() => [randF32(tight, lutSize, -0.3, 0.3), randF32(tight, lutSize, -0.3, 0.3)]);
+      const x: VqExpertShape = { ...shape, booksDown: randF32(tight, g.stages * g.vecDim * g.entries), act: { kind: 'silu' } };
+      const want = tables.map(([lutGate, lutUp]) => {
+        const y = tight.allocF32(W);
+        byExpert(k, { rec, lutGate, lutUp, y }, x, tight);
+        return y;
+      });
+      // a decode step's call sets the working rows up (room for 16 outputs) ...
+      const first = Array.from({ length: 2 }, (_, j) => ({ rec, lutGate: tables[j][0], lutUp: tables[j][1], y: new Float32Array(W) }));
+      assert.equal(k.vqExperts(first, x), true);
+      // ... then the budget fills, and a batched step brings more jobs than those rows hold
+      for (;;) {
+        try {
+          tight.alloc(65536);
+        } catch (e) {
+          assert.match((e as Error).message, /budget/);
+          break;
+        }
+      }
+      const jobs = Array.from({ length: 40 }, (_, j) => ({ rec, lutGate: tables[j % 2][0], lutUp: tables[j % 2][1], y: new Float32Array(W).fill(NaN) }));
+      assert.equal(k.vqExperts(jobs, x), true);
+      jobs.forEach((job, j) => assert.ok(sameBits(job.y, want[j % 2]), `job ${j} of 40`));
+    } finally {
+      await k.close();
+    }
+  });
+
   it('an arena whose budget has no room for the working rows: false, nothing written', async () => {
     // a budget of exactly the arena's first pages: it may not grow
     const cap = 8 << 20;

@@ -360,19 +360,21 @@ export class WasmKernels implements Kernels {
     const { inter: I, width: W, g } = x;
     const stride = expertRowsStride(I, g);
     const outs = this.threads * stride;
-    // output rows for the jobs a call brings (a decode step: its top-k), not for the most a call may
-    // bring: these bytes come out of the expert cache's arena (the plan sets a decode step's aside)
+    // output rows for the jobs a call brings (a decode step: its top-k; a batched step or a prefill
+    // chunk: up to MAX_EXPERT_JOBS), not for the most a call may bring: these bytes come out of the
+    // expert cache's arena (the plan sets a decode step's aside)
     const need = expertWorkBytes(I, W, g, this.threads, jobs.length);
     if (need > b.workBytes) {
-      // the working rows are charged to the budget when first needed; where it has no room, the
-      // caller computes expert by expert instead (the same values)
+      // the working rows are charged to the budget when first needed; where it has no room for
+      // this many output rows, the rows there are take the jobs a few at a time, and where there
+      // are none the caller computes expert by expert instead (the same values)
       try {
         b.work = a.alloc(need, 64);
+        b.workBytes = need;
       } catch (e) {
-        if (e instanceof WasteError && e.code === 'E_STATE') return false;
-        throw e;
+        if (!(e instanceof WasteError && e.code === 'E_STATE')) throw e;
+        if (b.workBytes < outs + W * 4) return false;
       }
-      b.workBytes = need;
     }
     const step = Math.min(MAX_EXPERT_JOBS, Math.floor((b.workBytes - outs) / (W * 4)));
     const d = b.tmp + TMP_STRIDE - FUSED_BYTES;

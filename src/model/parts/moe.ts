@@ -81,8 +81,9 @@ export function moe(h: MoeHost, L: number, w: MoeWeights, T: number, s: Scratch)
     if (!store) throw new WasteError('E_STATE', 'this model has no expert store');
     const prepared = new Map<Scratch, Uint8Array>();
     const one = (e: number, rec: Uint8Array, arena: Arena) => expert(h, L, w, e, rec, h.scratchOf(arena), s, W, xin, T, prepared);
-    // a decode step computes the records that have landed together (whole experts split over the threads)
-    if (T === 1 && store.eachLanded) store.eachLanded(L, used, (landed) => together(h, L, w, landed, s, W, xin, prepared, one), runShared);
+    // the records that have landed are computed together, each (token, expert) pair whole on one
+    // thread: one dispatch where expert by expert took three per pair
+    if (store.eachLanded) store.eachLanded(L, used, (landed) => together(h, L, w, landed, s, W, xin, T, prepared, one), runShared);
     else store.each(L, used, one, runShared);
   }
   if (!sharedDone) runShared();
@@ -138,23 +139,11 @@ function expert(h: MoeHost, L: number, w: MoeWeights, e: number, rec: Uint8Array
   const k = h.kernels;
   const geom = h.geom!;
   const lay = h.record!;
-  const lutSize = (W / geom.vecDim) * geom.stages * geom.entries;
-  let built = prepared.get(sx);
-  if (!built) prepared.set(sx, (built = new Uint8Array(T)));
-  const [bookG, bookU, bookD] = sx === s ? w.booksT : booksIn(L, w, sx);
-  // the expert's input, where this arena's kernels can read it
-  const xs = sx === s ? xin : xin === s.xLat ? sx.xLat : sx.norm;
+  const [, , bookD] = sx === s ? w.booksT : booksIn(L, w, sx);
   for (let t = 0; t < T; t++) {
     for (let j = 0; j < K; j++) {
       if (s.route[t * K + j] !== e) continue;
-      const lutG = sx.lut.subarray(2 * t * lutSize, (2 * t + 1) * lutSize);
-      const lutU = sx.lut.subarray((2 * t + 1) * lutSize, (2 * t + 2) * lutSize);
-      if (!built[t]) {
-        if (sx !== s) xs.set(xin.subarray(t * W, (t + 1) * W), t * W);
-        const v = xs.subarray(t * W, (t + 1) * W);
-        k.vqLutPair(bookG, bookU, geom.stages, geom.entries, geom.vecDim, v, W, lutG, lutU);
-        built[t] = 1;
-      }
+      const [lutG, lutU] = tables(h, L, w, sx, s, W, xin, T, t, prepared);
       const sc = lay.scaleOff;
       // gate and up in one call: one dispatch to the pool where there were two
       k.vqApplyPair(rec, { idxOff: lay.gateOff, scaleOff: sc, lut: lutG, y: sx.ffA }, { idxOff: lay.upOff, scaleOff: sc + 2 * I, lut: lutU, y: sx.ffB }, I, W, geom);
@@ -169,15 +158,37 @@ function expert(h: MoeHost, L: number, w: MoeWeights, e: number, rec: Uint8Array
 }
 
 /**
- * One token's routed experts whose records have landed, computed by one vqExperts call per arena
- * they are in: the values `expert` gives, with one dispatch for all of them. An arena without room
- * for the kernels' working rows falls back to `one` (expert by expert).
+ * Token t's gate and up tables in the scratch `sx` of the arena a record landed in, built the first
+ * time a record there needs them: they depend on the token, not the expert, so every expert of the
+ * layer in that arena shares them.
  */
-function together(h: MoeHost, L: number, w: MoeWeights, landed: readonly LandedRecord[], s: Scratch, W: number, xin: Float32Array, prepared: Map<Scratch, Uint8Array>, one: (e: number, rec: Uint8Array, arena: Arena) => void): void {
-  const K = h.moe.topK;
+function tables(h: MoeHost, L: number, w: MoeWeights, sx: Scratch, s: Scratch, W: number, xin: Float32Array, T: number, t: number, prepared: Map<Scratch, Uint8Array>): [Float32Array, Float32Array] {
   const geom = h.geom!;
-  const lay = h.record!;
   const lutSize = (W / geom.vecDim) * geom.stages * geom.entries;
+  const lutG = sx.lut.subarray(2 * t * lutSize, (2 * t + 1) * lutSize);
+  const lutU = sx.lut.subarray((2 * t + 1) * lutSize, (2 * t + 2) * lutSize);
+  let built = prepared.get(sx);
+  if (!built) prepared.set(sx, (built = new Uint8Array(T)));
+  if (!built[t]) {
+    const [bookG, bookU] = sx === s ? w.booksT : booksIn(L, w, sx);
+    // the expert's input, where this arena's kernels can read it
+    const xs = sx === s ? xin : xin === s.xLat ? sx.xLat : sx.norm;
+    if (sx !== s) xs.set(xin.subarray(t * W, (t + 1) * W), t * W);
+    h.kernels.vqLutPair(bookG, bookU, geom.stages, geom.entries, geom.vecDim, xs.subarray(t * W, (t + 1) * W), W, lutG, lutU);
+    built[t] = 1;
+  }
+  return [lutG, lutU];
+}
+
+/**
+ * The routed experts whose records have landed, for every token of the step routed to them,
+ * computed by one vqExperts call per arena they are in (a job per token and expert): the values
+ * `expert` gives, with one dispatch for all of them. An arena without room for the kernels'
+ * working rows falls back to `one` (expert by expert).
+ */
+function together(h: MoeHost, L: number, w: MoeWeights, landed: readonly LandedRecord[], s: Scratch, W: number, xin: Float32Array, T: number, prepared: Map<Scratch, Uint8Array>, one: (e: number, rec: Uint8Array, arena: Arena) => void): void {
+  const K = h.moe.topK;
+  const lay = h.record!;
   const byArena = new Map<Arena, LandedRecord[]>();
   for (const r of landed) {
     const g = byArena.get(r.arena);
@@ -186,22 +197,16 @@ function together(h: MoeHost, L: number, w: MoeWeights, landed: readonly LandedR
   }
   for (const [arena, group] of byArena) {
     const sx = h.scratchOf(arena);
-    const lutGate = sx.lut.subarray(0, lutSize);
-    const lutUp = sx.lut.subarray(lutSize, 2 * lutSize);
-    let built = prepared.get(sx);
-    if (!built) prepared.set(sx, (built = new Uint8Array(1)));
     const [, , booksDown] = sx === s ? w.booksT : booksIn(L, w, sx);
-    if (!built[0]) {
-      const xs = sx === s ? xin : xin === s.xLat ? sx.xLat : sx.norm;
-      if (sx !== s) xs.set(xin.subarray(0, W));
-      const [bookG, bookU] = sx === s ? w.booksT : sx.books;
-      h.kernels.vqLutPair(bookG, bookU, geom.stages, geom.entries, geom.vecDim, xs.subarray(0, W), W, lutGate, lutUp);
-      built[0] = 1;
-    }
     const jobs: VqExpertJob[] = [];
     for (const r of group)
-      for (let j = 0; j < K; j++) if (s.route[j] === r.expert) jobs.push({ rec: r.record, lutGate, lutUp, y: s.expertOut.subarray(j * W, (j + 1) * W) });
-    const shape = { gateOff: lay.gateOff, upOff: lay.upOff, downOff: lay.downOff, scaleOff: lay.scaleOff, inter: h.moe.inter, width: W, g: geom, booksDown, act: h.act };
+      for (let t = 0; t < T; t++)
+        for (let j = 0; j < K; j++) {
+          if (s.route[t * K + j] !== r.expert) continue;
+          const [lutGate, lutUp] = tables(h, L, w, sx, s, W, xin, T, t, prepared);
+          jobs.push({ rec: r.record, lutGate, lutUp, y: s.expertOut.subarray((t * K + j) * W, (t * K + j + 1) * W) });
+        }
+    const shape = { gateOff: lay.gateOff, upOff: lay.upOff, downOff: lay.downOff, scaleOff: lay.scaleOff, inter: h.moe.inter, width: W, g: h.geom!, booksDown, act: h.act };
     if (!h.kernels.vqExperts(jobs, shape)) for (const r of group) one(r.expert, r.record, arena);
   }
 }
