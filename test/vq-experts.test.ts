@@ -190,6 +190,39 @@ describe(`vqExperts [seed ${seed}]`, () => {
     }
   });
 
+  it('a first call with more jobs than the budget has room for at once: a decode step\'s working rows, in steps, the same bits', async () => {
+    const cap = 8 << 20;
+    const budget = new MemoryBudget(Math.ceil((ARENA_RESERVED + cap) / 65536) * 65536 + (2 << 20));
+    const tight = new Arena(cap, budget);
+    const k = await WasmKernels.create(2, [tight]);
+    try {
+      const g: VqGeometry = { stages: 3, entries: 256, vecDim: 8, indexBlock: 64 };
+      const I = 1024;
+      const W = 2304;
+      const { rec, shape } = randRecord(tight, I, W, g);
+      const lutSize = (W / g.vecDim) * g.stages * g.entries;
+      const tables = [0, 1].map(() => [randF32(tight, lutSize, -0.3, 0.3), randF32(tight, lutSize, -0.3, 0.3)]);
+      const x: VqExpertShape = { ...shape, booksDown: randF32(tight, g.stages * g.vecDim * g.entries), act: { kind: 'silu' } };
+      const want = tables.map(([lutGate, lutUp]) => {
+        const y = tight.allocF32(W);
+        byExpert(k, { rec, lutGate, lutUp, y }, x, tight);
+        return y;
+      });
+      // leave room for the working rows of a decode step (each thread's stride, 16 outputs) but not
+      // for 40 outputs at once
+      const strides = 2 * Math.ceil((2 * I + (I / g.vecDim) * g.stages * g.entries) / 16) * 64;
+      const rowsBytes = (n: number) => strides + n * W * 4;
+      const room = () => tight.slack + budget.remaining;
+      while (room() > rowsBytes(40)) tight.alloc(65536);
+      assert.ok(room() > rowsBytes(16) + 2 * 65536, `room for a decode step's rows is left (${room()} bytes)`);
+      const jobs = Array.from({ length: 40 }, (_, j) => ({ rec, lutGate: tables[j % 2][0], lutUp: tables[j % 2][1], y: new Float32Array(W).fill(NaN) }));
+      assert.equal(k.vqExperts(jobs, x), true);
+      jobs.forEach((job, j) => assert.ok(sameBits(job.y, want[j % 2]), `job ${j} of 40`));
+    } finally {
+      await k.close();
+    }
+  });
+
   it('an arena whose budget has no room for the working rows: false, nothing written', async () => {
     // a budget of exactly the arena's first pages: it may not grow
     const cap = 8 << 20;

@@ -360,22 +360,22 @@ export class WasmKernels implements Kernels {
     const { inter: I, width: W, g } = x;
     const stride = expertRowsStride(I, g);
     const outs = this.threads * stride;
-    // output rows for the jobs a call brings (a decode step: its top-k; a batched step or a prefill
-    // chunk: up to MAX_EXPERT_JOBS), not for the most a call may bring: these bytes come out of the
-    // expert cache's arena (the plan sets a decode step's aside)
-    const need = expertWorkBytes(I, W, g, this.threads, jobs.length);
-    if (need > b.workBytes) {
-      // the working rows are charged to the budget when first needed; where it has no room for
-      // this many output rows, the rows there are take the jobs a few at a time, and where there
-      // are none the caller computes expert by expert instead (the same values)
+    // The working rows are charged to the budget when first needed: output rows for the jobs this
+    // call brings (a decode step: its top-k; a batched step or a prefill chunk: up to
+    // MAX_EXPERT_JOBS) where the budget has room, else a decode step's (what the plan sets aside),
+    // which take the jobs a few at a time; with no room even for those, the caller computes expert
+    // by expert instead (the same values). These bytes come out of the expert cache's arena.
+    const least = expertWorkBytes(I, W, g, this.threads, 1);
+    for (const bytes of [expertWorkBytes(I, W, g, this.threads, jobs.length), least]) {
+      if (b.workBytes >= bytes) break;
       try {
-        b.work = a.alloc(need, 64);
-        b.workBytes = need;
+        b.work = a.alloc(bytes, 64);
+        b.workBytes = bytes;
       } catch (e) {
         if (!(e instanceof WasteError && e.code === 'E_STATE')) throw e;
-        if (b.workBytes < outs + W * 4) return false;
       }
     }
+    if (b.workBytes < least) return false;
     const step = Math.min(MAX_EXPERT_JOBS, Math.floor((b.workBytes - outs) / (W * 4)));
     const d = b.tmp + TMP_STRIDE - FUSED_BYTES;
     const act = x.act.kind === 'silu' ? [0, 0, 0] : [1, x.act.beta, x.act.linearBeta];
