@@ -176,6 +176,81 @@ describe('learning the hot set', () => {
     assert.ok(fs.existsSync(path.join(d, 'usage.waste')));
   });
 
+  it('saving again while open merges with the hotlist from before this open: an earlier entry stays at half, not a quarter', async () => {
+    const d = copyContainer(dir);
+    const file = path.join(d, 'usage.waste');
+    const asked = new Set<number>();
+    await decodeOnce(d, { budget }, asked);
+    let unused = 0;
+    while (asked.has(65536 + unused)) unused++;
+    const buf = Buffer.alloc(32);
+    buf.writeUInt32LE(0x47535557, 0);
+    buf.writeUInt32LE(1, 4);
+    buf.writeUInt16LE(1, 16);
+    buf.writeUInt16LE(unused, 18);
+    buf.writeUInt32LE(1000, 20);
+    fs.writeFileSync(file, buf);
+    const m = await Model.open(d, { threads: 1, budget, learn: true, warm: false });
+    try {
+      const s = m.newSession();
+      await s.forward(prompt);
+      m.saveUsage();
+      for (const id of decode) await s.forward([id]);
+      m.saveUsage();
+    } finally {
+      await m.close();
+    }
+    const after = readHotlist(file, () => experts(d), 6 * experts(d));
+    assert.deepEqual(after.find((e) => e.layer === 1 && e.expert === unused), { layer: 1, expert: unused, hits: 500, last: 0 });
+  });
+
+  it('learnEvery saves the hot set while the model is open, between forward passes', async () => {
+    const d = copyContainer(dir);
+    const file = path.join(d, 'usage.waste');
+    const m = await Model.open(d, { threads: 1, budget, learn: true, learnEvery: 1 });
+    try {
+      const s = m.newSession();
+      await s.forward(prompt);
+      for (const id of decode) await s.forward([id]);
+      assert.ok(!fs.existsSync(file), 'not saved yet');
+      // the timer fires on its own: the test only waits, as a caller would (the bound guards a hang)
+      for (let i = 0; i < 600 && !fs.existsSync(file); i++) await new Promise((r) => setTimeout(r, 100));
+      assert.ok(fs.existsSync(file), 'saved while open');
+      noTemporaries(d);
+      assert.ok(readHotlist(file, () => experts(d), 6 * experts(d)).length > 0);
+    } finally {
+      await m.close();
+    }
+  });
+
+  it('waste serve --learn-every keeps what it learned when it is killed', async () => {
+    const d = copyContainer(dir);
+    const file = path.join(d, 'usage.waste');
+    const child = spawn(process.execPath, [BIN, 'serve', d, '--port', '0', '-q', '--budget', String(budget), '--learn-every', '1'], { stdio: ['ignore', 'ignore', 'pipe'] });
+    const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+    try {
+      let err = '';
+      const url = await new Promise<string>((resolve, reject) => {
+        child.stderr.on('data', (b) => {
+          err += b;
+          const m = /listening on (http:\/\/\S+)/.exec(err);
+          if (m) resolve(m[1]);
+        });
+        child.on('exit', () => reject(new Error(`serve exited: ${err}`)));
+      });
+      const r = await fetch(`${url}/v1/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ prompt: 'once upon', max_tokens: 4 }) });
+      assert.equal(r.status, 200);
+      await r.json();
+      for (let i = 0; i < 600 && !fs.existsSync(file); i++) await new Promise((r) => setTimeout(r, 100));
+      assert.ok(fs.existsSync(file), 'saved while serving');
+    } finally {
+      child.kill('SIGKILL');
+      await exited;
+    }
+    noTemporaries(d);
+    assert.ok(readHotlist(file, () => experts(d), 6 * experts(d)).length > 0, 'a whole hotlist after SIGKILL');
+  });
+
   it('a run killed before its end leaves the earlier hotlist whole', async () => {
     const d = copyContainer(dir);
     const file = path.join(d, 'usage.waste');

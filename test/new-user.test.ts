@@ -92,6 +92,7 @@ describe('open() checks its options as the CLI checks its flags', () => {
     [{ lookaheadLayers: 9 }, /lookahead layers \(lookaheadLayers\) must be an integer in 0\.\.8 \(got 9\)/],
     [{ lookaheadLayers: 1.5 }, /lookahead layers \(lookaheadLayers\) must be an integer in 0\.\.8 \(got 1\.5\)/],
     [{ lookaheadLayers: '2' }, /lookahead layers \(lookaheadLayers\) must be an integer in 0\.\.8 \(got "2"\)/],
+    [{ learnEvery: -1 }, /seconds between saves of the learned hot set \(learnEvery\) must be an integer in 0\.\.604800 \(got -1\)/],
     [{ budget: 0 }, /budget must be a number of bytes, at least 1 \(got 0\)/],
     [{ cachePolicy: 'fifo' }, /cachePolicy must be one of lfru, lru, lfuda \(got "fifo"\)/],
     [{ verify: 'yes' }, /verify must be true or false/],

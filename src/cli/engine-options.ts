@@ -1,5 +1,5 @@
 import { type Command, Option } from 'commander';
-import { CACHE_POLICIES, DEFAULT_ACTIVATIONS, DEFAULT_LOOKAHEAD_LAYERS, OPTION_BOUNDS, type OpenOptions } from '../engine/options.js';
+import { CACHE_POLICIES, DEFAULT_ACTIVATIONS, DEFAULT_LEARN_EVERY, DEFAULT_LOOKAHEAD_LAYERS, OPTION_BOUNDS, type OpenOptions } from '../engine/options.js';
 import { ACTIVATIONS, type Activations } from '../kernels/types.js';
 import { DEFAULT_CHUNK } from '../engine/plan.js';
 import { usableRam } from '../engine/ram.js';
@@ -22,6 +22,8 @@ export interface EngineFlags {
   warm: boolean;
   /** Commands that decode (run, chat, serve) and logits: save the learned hot set at close. */
   learn?: boolean;
+  /** Seconds between saves of the learned hot set while open (commands with --learn). */
+  learnEvery?: number;
   vision: boolean;
   imagePatches?: number;
   ctx: number;
@@ -53,7 +55,8 @@ export function addEngineOptions(cmd: Command): Command {
 export function addLearnOption(cmd: Command): Command {
   return cmd
     .option('--learn', "save the experts the cache holds at the end to the model's usage.waste, so the next open starts warm (the default, except for the shipped demo model)")
-    .option('--no-learn', "don't save the learned hot set");
+    .option('--no-learn', "don't save the learned hot set")
+    .option('--learn-every <seconds>', 'while learning, also save the hot set this often, so a process that is killed keeps what it learned (0: only at the end)', intArg(...OPTION_BOUNDS.learnEvery), DEFAULT_LEARN_EVERY);
 }
 
 /**
@@ -73,6 +76,7 @@ export function openOptions(f: EngineFlags, model?: string): OpenOptions {
     direct: f.direct,
     warm: f.warm,
     learn: f.learn ?? (model !== undefined && !isShippedDemo(model)),
+    learnEvery: f.learnEvery,
     vision: f.vision,
     imagePatches: f.imagePatches,
     maxContext: f.ctx,

@@ -49,6 +49,8 @@ export interface ModelParts {
   files: StreamFiles | undefined;
   /** The learned hotlist's path (a container with experts), read at open and written by learn. */
   usageFile: string | undefined;
+  /** With the open option `learn`: how often to save the learned hot set while open (ms; 0: only at close), and the save, which returns false when it could not write. */
+  learn: { everyMs: number; save(): boolean } | undefined;
   /** The reserved sessions' states, allocated at open so the budget covers them from the start. */
   states: SequenceState[];
   /** The vision tower, when the model has one and room was reserved for it: loaded by the first image. */
@@ -75,12 +77,14 @@ export function withinRam(budget: number | undefined, usable: number, warn: (m: 
  * The learned hotlist written at close: a directory that cannot be written (read-only, another
  * user's) is a note, not a failure of the run that learned it.
  */
-function saveLearned(cache: ExpertCache, file: string, warn: (m: string) => void): void {
+function saveLearned(cache: ExpertCache, file: string, warn: (m: string) => void): boolean {
   try {
     cache.saveUsage(file);
+    return true;
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
     warn(`the learned hot set was not saved to ${file}${code ? ` (${code}${code === 'EACCES' || code === 'EROFS' || code === 'EPERM' ? ': the directory is not writable' : ''})` : `: ${(e as Error).message}`}; the next open starts cold (turn learning off with --no-learn, or learn: false)`);
+    return false;
   }
 }
 
@@ -223,6 +227,13 @@ export async function assemble(model: string, opts: OpenOptions): Promise<ModelP
     const k = kernels;
     const r = readers;
     const f = files;
+    // a model that computed nothing since the last save learned nothing new: the hotlist stays as it was
+    let savedAt = 0;
+    const learnedSince = () => (cache ? cache.stats.hits + cache.stats.misses : 0) > savedAt;
+    const saveLearnedNow = () => {
+      savedAt = cache!.stats.hits + cache!.stats.misses;
+      return saveLearned(cache!, usageFile!, o.warn);
+    };
     return {
       dir,
       kind: src.kind,
@@ -239,6 +250,7 @@ export async function assemble(model: string, opts: OpenOptions): Promise<ModelP
       store,
       files,
       usageFile,
+      learn: o.learn && cache ? { everyMs: o.learnEvery * 1000, save: () => !learnedSince() || saveLearnedNow() } : undefined,
       states,
       vision,
       async close() {
@@ -247,8 +259,7 @@ export async function assemble(model: string, opts: OpenOptions): Promise<ModelP
         } catch {
           /* closing regardless */
         }
-        // a model that computed nothing learned nothing: the hotlist stays as it was
-        if (o.learn && cache && cache.stats.hits + cache.stats.misses > 0) saveLearned(cache, usageFile!, o.warn);
+        if (o.learn && cache && learnedSince()) saveLearnedNow();
         if (k instanceof WasmKernels) await k.close();
         await r?.close();
         f?.close();

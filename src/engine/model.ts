@@ -87,6 +87,8 @@ export class Model implements SessionHost {
   readonly elastic: ElasticCache | undefined;
   private pollTimer: NodeJS.Timeout | undefined;
   private pollQueued = false;
+  private learnTimer: NodeJS.Timeout | undefined;
+  private learnQueued = false;
   /** @internal the forward pass (sessions run through it). */
   readonly net: Network;
   private readonly store: StreamedExperts | undefined;
@@ -133,6 +135,21 @@ export class Model implements SessionHost {
         void this.exclusive(async () => undefined);
       }, POLL_MS);
       this.pollTimer.unref();
+    }
+    const learn = p.learn;
+    if (learn && learn.everyMs > 0) {
+      // a process that is killed keeps what it learned up to the last save (unref'd: keeps no process alive)
+      this.learnTimer = setInterval(() => {
+        if (this.learnQueued || this.closed) return;
+        this.learnQueued = true;
+        // between forward passes, where no slot is changing
+        void this.exclusive(async () => {
+          this.learnQueued = false;
+          // a file that cannot be written was reported once; close() tries once more
+          if (!this.closed && !learn.save()) clearInterval(this.learnTimer);
+        });
+      }, learn.everyMs);
+      this.learnTimer.unref();
     }
     this.batcher = new StepBatcher(p.net, (fn) => this.exclusive(fn), p.net.chunk);
   }
@@ -350,10 +367,10 @@ export class Model implements SessionHost {
   }
 
   /**
-   * Write the experts the cache holds now, merged with those the hotlist already lists, to the
-   * container's usage.waste (or the open option `usageFile`, or `file`), atomically, for a warm next
-   * open; returns how many experts it lists. Throws when the file cannot be written (the open
-   * option `learn` does this at close() and only warns).
+   * Write the experts the cache holds now, merged with those the hotlist listed before this open,
+   * to the container's usage.waste (or the open option `usageFile`, or `file`), atomically, for a
+   * warm next open; returns how many experts it lists. Throws when the file cannot be written (the
+   * open option `learn` does this at close() and every `learnEvery` seconds, and only warns).
    */
   saveUsage(file?: string): number {
     if (!this.cache || !this.usageFile) return 0;
@@ -364,6 +381,7 @@ export class Model implements SessionHost {
     if (this.closed) return;
     this.closed = true;
     if (this.pollTimer) clearInterval(this.pollTimer);
+    if (this.learnTimer) clearInterval(this.learnTimer);
     // after the last forward pass asked for (a session still generating finishes its step first)
     await this.batcher.close();
     await this.running;

@@ -31,12 +31,18 @@ export interface OpenOptions {
   /** Load the experts listed in the container's usage.waste at open (default true). */
   warm?: boolean;
   /**
-   * At close(), save the experts the cache holds, merged with what the hotlist already lists, to
-   * the container's usage.waste (atomically), so the next open starts warm (default false; the
-   * CLI's run, chat and serve turn it on). A directory that cannot be written is reported through
-   * `warn`, and close() still succeeds.
+   * At close() (and every `learnEvery` seconds while open), save the experts the cache holds,
+   * merged with what the hotlist listed before this open, to the container's usage.waste
+   * (atomically), so the next open starts warm (default false; the CLI's run, chat and serve turn
+   * it on). A directory that cannot be written is reported through `warn`, and close() still succeeds.
    */
   learn?: boolean;
+  /**
+   * With `learn`, also save every this many seconds while the model is open and has computed
+   * since the last save (default 600; 0: only at close), so that a process killed without a chance
+   * to close (SIGKILL, the OOM killer, a crash) keeps what it learned up to the last save.
+   */
+  learnEvery?: number;
   /** Where the hotlist is read (warm) and written (learn, saveUsage): default `<model>/usage.waste`. */
   usageFile?: string;
   /** Read every expert into the cache at open (the budget must hold them all). */
@@ -93,6 +99,7 @@ export const OPTION_BOUNDS = {
   sessions: [1, 1024],
   cacheSlots: [0, 1 << 30],
   imagePatches: [4, 16384],
+  learnEvery: [0, 7 * 24 * 3600],
 } as const satisfies Record<string, readonly [number, number]>;
 
 /** The most patches one image may become: the attention kernel's score row has room for this many. */
@@ -101,10 +108,12 @@ export const MAX_IMAGE_PATCHES = OPTION_BOUNDS.imagePatches[1];
 export const CACHE_POLICIES: readonly CachePolicy[] = ['lfru', 'lru', 'lfuda'];
 /** How many MoE layers ahead decode prefetches when not told (docs/PERFORMANCE.md, "Lookahead depth"). */
 export const DEFAULT_LOOKAHEAD_LAYERS = 1;
+/** Seconds between saves of the learned hot set while a model that learns is open. */
+export const DEFAULT_LEARN_EVERY = 600;
 /** Activations when none are asked for (docs/PERFORMANCE.md, "Activation precision"). */
 export const DEFAULT_ACTIVATIONS: Activations = 'a16';
 const KERNELS = ['wasm', 'typescript'] as const;
-const KNOWN = new Set(['budget', 'verify', 'threads', 'ioThreads', 'lookahead', 'lookaheadLayers', 'cachePolicy', 'direct', 'warm', 'learn', 'usageFile', 'preloadExperts', 'vision', 'imagePatches', 'cacheSlots', 'kernels', 'activations', 'chunk', 'maxContext', 'sessions', 'arenaBytes', 'cacheArenaBytes', 'ram', 'memorySample', 'clock', 'onProgress', 'warn']);
+const KNOWN = new Set(['budget', 'verify', 'threads', 'ioThreads', 'lookahead', 'lookaheadLayers', 'cachePolicy', 'direct', 'warm', 'learn', 'learnEvery', 'usageFile', 'preloadExperts', 'vision', 'imagePatches', 'cacheSlots', 'kernels', 'activations', 'chunk', 'maxContext', 'sessions', 'arenaBytes', 'cacheArenaBytes', 'ram', 'memorySample', 'clock', 'onProgress', 'warn']);
 const FLAGS = ['verify', 'direct', 'warm', 'learn', 'preloadExperts', 'vision'] as const;
 
 /** What `Model.open` runs with: every option checked and defaulted. */
@@ -119,6 +128,7 @@ export interface ResolvedOpenOptions {
   direct: boolean;
   warm: boolean;
   learn: boolean;
+  learnEvery: number;
   usageFile: string | undefined;
   preloadExperts: boolean;
   vision: boolean;
@@ -148,6 +158,7 @@ const NAMES: Record<string, string> = {
   sessions: 'sessions',
   cacheSlots: 'cache slots (cacheSlots)',
   imagePatches: 'image patches (imagePatches)',
+  learnEvery: 'seconds between saves of the learned hot set (learnEvery)',
 };
 
 /**
@@ -199,6 +210,7 @@ export function resolveOpenOptions(opts: OpenOptions, defaultThreads: number): R
     direct: opts.direct ?? true,
     warm: opts.warm ?? true,
     learn: opts.learn ?? false,
+    learnEvery: int('learnEvery', DEFAULT_LEARN_EVERY),
     usageFile: opts.usageFile,
     preloadExperts: opts.preloadExperts ?? false,
     vision: opts.vision ?? true,

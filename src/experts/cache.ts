@@ -84,6 +84,8 @@ export class ExpertCache {
   private readonly requests = new Map<number, number>();
   private aging = 0;
   private readonly layerStep = new Map<number, number>();
+  /** Each hotlist this cache wrote, as it was before the first write (what every save merges with). */
+  private readonly usageBefore = new Map<string, HotEntry[]>();
   /** Records read by this cache, in order (for the I/O floor measurement). */
   readonly readLog: number[] = [];
 
@@ -419,12 +421,16 @@ export class ExpertCache {
   // --- learned hotlist: usage.waste, the C engine's format (src/experts/hotlist.ts) ------------
 
   /**
-   * Write the experts held now with their hit counts, merged with those `file` already lists
-   * (see mergeHotlist), atomically. Returns how many it lists.
+   * Write the experts held now with their hit counts, merged with those `file` listed before this
+   * cache first wrote it (see mergeHotlist), atomically. Returns how many it lists.
    */
   saveUsage(file: string): number {
     const held: HotEntry[] = this.slots.filter((s) => s.key >= 0 && s.hits > 0 && this.landed(s)).map((s) => ({ layer: Math.floor(s.key / 65536), expert: s.key % 65536, hits: s.hits, last: s.last }));
-    const entries = mergeHotlist(held, this.readUsage(file));
+    // merged with the file as it was before this process first wrote it: saving again while open
+    // (learnEvery) replaces this run's entries instead of halving the earlier ones at each save
+    let before = this.usageBefore.get(file);
+    if (!before) this.usageBefore.set(file, (before = this.readUsage(file)));
+    const entries = mergeHotlist(held, before);
     writeHotlist(file, this.clock, entries);
     return entries.length;
   }
