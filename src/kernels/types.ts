@@ -171,6 +171,12 @@ export interface VqExpertShape {
   /** The down kind's stage books transposed, [stage][dim][entry], in the records' arena. */
   booksDown: Float32Array;
   act: GatedActivation;
+  /**
+   * The experts one decode step computes: the working rows hold that many outputs (what the memory
+   * plan sets aside), and a call with more jobs (a batched step, a prefill chunk) takes them that
+   * many at a time.
+   */
+  topK: number;
 }
 
 /** SiLU(g)·u, or SiTU-GLU with its two βs. */

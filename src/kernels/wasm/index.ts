@@ -360,22 +360,20 @@ export class WasmKernels implements Kernels {
     const { inter: I, width: W, g } = x;
     const stride = expertRowsStride(I, g);
     const outs = this.threads * stride;
-    // The working rows are charged to the budget when first needed: output rows for the jobs this
-    // call brings (a decode step: its top-k; a batched step or a prefill chunk: up to
-    // MAX_EXPERT_JOBS) where the budget has room, else a decode step's (what the plan sets aside),
-    // which take the jobs a few at a time; with no room even for those, the caller computes expert
-    // by expert instead (the same values). These bytes come out of the expert cache's arena.
-    const least = expertWorkBytes(I, W, g, this.threads, 1);
-    for (const bytes of [expertWorkBytes(I, W, g, this.threads, jobs.length), least]) {
-      if (b.workBytes >= bytes) break;
+    // The working rows are charged to the budget when first needed, sized as the plan sets them
+    // aside (a decode step's outputs) and never grown: an arena only grows, so rows sized for each
+    // larger call would leave the smaller ones behind, outside the plan. A call with more jobs takes
+    // them a few at a time. With no room for them, the caller computes expert by expert (the same values).
+    const need = expertWorkBytes(I, W, g, this.threads, x.topK);
+    if (need > b.workBytes) {
       try {
-        b.work = a.alloc(bytes, 64);
-        b.workBytes = bytes;
+        b.work = a.alloc(need, 64);
       } catch (e) {
-        if (!(e instanceof WasteError && e.code === 'E_STATE')) throw e;
+        if (e instanceof WasteError && e.code === 'E_STATE') return false;
+        throw e;
       }
+      b.workBytes = need;
     }
-    if (b.workBytes < least) return false;
     const step = Math.min(MAX_EXPERT_JOBS, Math.floor((b.workBytes - outs) / (W * 4)));
     const d = b.tmp + TMP_STRIDE - FUSED_BYTES;
     const act = x.act.kind === 'silu' ? [0, 0, 0] : [1, x.act.beta, x.act.linearBeta];

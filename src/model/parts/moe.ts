@@ -82,7 +82,7 @@ export function moe(h: MoeHost, L: number, w: MoeWeights, T: number, s: Scratch)
     const prepared = new Map<Scratch, Uint8Array>();
     const one = (e: number, rec: Uint8Array, arena: Arena) => expert(h, L, w, e, rec, h.scratchOf(arena), s, W, xin, T, prepared);
     // the records that have landed are computed together, each (token, expert) pair whole on one
-    // thread: one dispatch where expert by expert took three per pair
+    // thread: a dispatch per decode step's worth of pairs where expert by expert took three per pair
     if (store.eachLanded) store.eachLanded(L, used, (landed) => together(h, L, w, landed, s, W, xin, T, prepared, one), runShared);
     else store.each(L, used, one, runShared);
   }
@@ -206,7 +206,7 @@ function together(h: MoeHost, L: number, w: MoeWeights, landed: readonly LandedR
           const [lutGate, lutUp] = tables(h, L, w, sx, s, W, xin, T, t, prepared);
           jobs.push({ rec: r.record, lutGate, lutUp, y: s.expertOut.subarray((t * K + j) * W, (t * K + j + 1) * W) });
         }
-    const shape = { gateOff: lay.gateOff, upOff: lay.upOff, downOff: lay.downOff, scaleOff: lay.scaleOff, inter: h.moe.inter, width: W, g: h.geom!, booksDown, act: h.act };
+    const shape = { gateOff: lay.gateOff, upOff: lay.upOff, downOff: lay.downOff, scaleOff: lay.scaleOff, inter: h.moe.inter, width: W, g: h.geom!, booksDown, act: h.act, topK: K };
     if (!h.kernels.vqExperts(jobs, shape)) for (const r of group) one(r.expert, r.record, arena);
   }
 }
