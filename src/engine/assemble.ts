@@ -74,8 +74,8 @@ export function withinRam(budget: number | undefined, usable: number, warn: (m: 
 }
 
 /**
- * The learned hotlist written at close: a directory that cannot be written (read-only, another
- * user's) is a note, not a failure of the run that learned it.
+ * The learned hotlist written at close and every learnEvery seconds: a directory that cannot be
+ * written (read-only, another user's) is a note, not a failure of the run that learned it.
  */
 function saveLearned(cache: ExpertCache, file: string, warn: (m: string) => void): boolean {
   try {
@@ -231,8 +231,11 @@ export async function assemble(model: string, opts: OpenOptions): Promise<ModelP
     let savedAt = 0;
     const learnedSince = () => (cache ? cache.stats.hits + cache.stats.misses : 0) > savedAt;
     const saveLearnedNow = () => {
-      savedAt = cache!.stats.hits + cache!.stats.misses;
-      return saveLearned(cache!, usageFile!, o.warn);
+      const work = cache!.stats.hits + cache!.stats.misses;
+      const ok = saveLearned(cache!, usageFile!, o.warn);
+      // a failed save is tried again at close()
+      if (ok) savedAt = work;
+      return ok;
     };
     return {
       dir,

@@ -84,8 +84,8 @@ export class ExpertCache {
   private readonly requests = new Map<number, number>();
   private aging = 0;
   private readonly layerStep = new Map<number, number>();
-  /** Each hotlist this cache wrote, as it was before the first write (what every save merges with). */
-  private readonly usageBefore = new Map<string, HotEntry[]>();
+  /** Each hotlist this cache wrote: what its saves merge with, and the file as the last one left it. */
+  private readonly usageBefore = new Map<string, { before: HotEntry[]; wrote: string }>();
   /** Records read by this cache, in order (for the I/O floor measurement). */
   readonly readLog: number[] = [];
 
@@ -426,12 +426,15 @@ export class ExpertCache {
    */
   saveUsage(file: string): number {
     const held: HotEntry[] = this.slots.filter((s) => s.key >= 0 && s.hits > 0 && this.landed(s)).map((s) => ({ layer: Math.floor(s.key / 65536), expert: s.key % 65536, hits: s.hits, last: s.last }));
-    // merged with the file as it was before this process first wrote it: saving again while open
-    // (learnEvery) replaces this run's entries instead of halving the earlier ones at each save
-    let before = this.usageBefore.get(file);
-    if (!before) this.usageBefore.set(file, (before = this.readUsage(file)));
+    // merged with the file as it was before this cache first wrote it, while the file is still the
+    // one it wrote: saving again while open (learnEvery) replaces this run's entries instead of
+    // halving the earlier ones once more. A file another process wrote since, or that was removed,
+    // is taken as it is now.
+    const mine = this.usageBefore.get(file);
+    const before = mine && mine.wrote === fileStamp(file) ? mine.before : this.readUsage(file);
     const entries = mergeHotlist(held, before);
     writeHotlist(file, this.clock, entries);
+    this.usageBefore.set(file, { before, wrote: fileStamp(file) });
     return entries.length;
   }
 
@@ -468,5 +471,15 @@ export class ExpertCache {
     this.readLog.length = 0;
     this.stats.warmed = n;
     return n;
+  }
+}
+
+/** Which write a file is (a rename gives each a new inode), or '' when there is none. */
+function fileStamp(file: string): string {
+  try {
+    const st = fs.statSync(file);
+    return `${st.dev}:${st.ino}:${st.size}:${st.mtimeMs}`;
+  } catch {
+    return '';
   }
 }
