@@ -200,7 +200,7 @@ import { prep16Stride, prepStride } from './prep';
 // its nibbles taken out (Q4G) once for several tokens, which is a third to a half of the per-token
 // work at 16-bit activations. Each token's integer lane sums and f32 steps are dotQ8a16's /
 // dotQ4a16's, in the same order, so the bits are those of four single-token calls: batched decode
-// and prefill chunks run 1.1–1.3× faster in these products, and 1.2–1.3× more with the steps below
+// and prefill chunks run 1.1–1.3× faster in these products, and 1.07–1.32× more with the steps below
 // (docs/PERFORMANCE.md). Q8G steps 16 weights at a time for the four: with 32 a step, V8 loaded
 // the sixteen activation vectors early and spilled them to the stack. Q4G takes the four as two
 // pairs over the row (its bytes stay in L1), for the same reason: four tokens × four nibble
