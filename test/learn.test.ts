@@ -258,6 +258,21 @@ describe('learning the hot set', () => {
     assert.ok(readHotlist(file, () => experts(d), 6 * experts(d)).length > 0, 'a whole hotlist after SIGKILL');
   });
 
+  it('a save removes the temporary a writer killed mid-save left, and keeps a live one\'s', async () => {
+    const d = copyContainer(dir);
+    const file = path.join(d, 'usage.waste');
+    // a process that has exited: its pid is free (and not reused within this test)
+    const gone = spawnSync(process.execPath, ['-e', 'console.log(process.pid)'], { encoding: 'utf8' });
+    const stale = `${file}.tmp-${Number(gone.stdout.trim())}`;
+    const live = `${file}.tmp-${process.ppid}`;
+    fs.writeFileSync(stale, 'half a hotlist');
+    fs.writeFileSync(live, 'another writer, mid-save');
+    await decodeOnce(d, { budget, learn: true });
+    assert.ok(!fs.existsSync(stale), 'the dead writer\'s temporary is removed');
+    assert.ok(fs.existsSync(live), 'a live writer\'s temporary is left alone');
+    assert.ok(readHotlist(file, () => experts(d), 6 * experts(d)).length > 0);
+  });
+
   it('a run killed before its end leaves the earlier hotlist whole', async () => {
     const d = copyContainer(dir);
     const file = path.join(d, 'usage.waste');

@@ -1,4 +1,6 @@
 import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { processAlive } from '../util/process-alive.js';
 import { readBytes } from '../util/read.js';
 
 /**
@@ -78,6 +80,7 @@ export function writeHotlist(file: string, clock: number, entries: readonly HotE
     buf.writeUInt32LE(0, o + 12);
   });
   const tmp = `${file}.tmp-${process.pid}`;
+  removeStaleTemporaries(file);
   let fd: number | undefined;
   try {
     fd = fs.openSync(tmp, 'w', 0o644);
@@ -94,5 +97,30 @@ export function writeHotlist(file: string, clock: number, entries: readonly HotE
       /* never created */
     }
     throw e;
+  }
+}
+
+/**
+ * The temporaries a writer killed mid-save left beside `file` (`FILE.tmp-PID` of a process that is
+ * gone): saves while a process runs make a kill during one likelier, and nothing else removes them.
+ */
+function removeStaleTemporaries(file: string): void {
+  const dir = path.dirname(file);
+  const prefix = `${path.basename(file)}.tmp-`;
+  let names: string[];
+  try {
+    names = fs.readdirSync(dir);
+  } catch {
+    return;
+  }
+  for (const name of names) {
+    if (!name.startsWith(prefix)) continue;
+    const pid = Number(name.slice(prefix.length));
+    if (!Number.isSafeInteger(pid) || pid <= 0 || pid === process.pid || processAlive(pid)) continue;
+    try {
+      fs.unlinkSync(path.join(dir, name));
+    } catch {
+      /* gone already, or not ours to remove */
+    }
   }
 }
