@@ -152,9 +152,9 @@ describe('learning the hot set', () => {
     assert.ok(fs.existsSync(path.join(d, 'usage.waste')));
   });
 
-  it('waste serve learns when it shuts down', async () => {
-    const d = copyContainer(dir);
-    const child = spawn(process.execPath, [BIN, 'serve', d, '--port', '0', '-q', '--budget', String(budget)], { stdio: ['ignore', 'ignore', 'pipe'] });
+  /** `waste serve d` with `args`, once it has answered one completion. */
+  async function serveOnce(d: string, args: string[]) {
+    const child = spawn(process.execPath, [BIN, 'serve', d, '--port', '0', '-q', '--budget', String(budget), ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
     let err = '';
     const url = await new Promise<string>((resolve, reject) => {
       child.stderr.on('data', (b) => {
@@ -167,12 +167,18 @@ describe('learning the hot set', () => {
     const r = await fetch(`${url}/v1/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ prompt: 'once upon', max_tokens: 4 }) });
     assert.equal(r.status, 200);
     await r.json();
+    return { child, err: () => err };
+  }
+
+  it('waste serve learns when it shuts down', async () => {
+    const d = copyContainer(dir);
+    const { child, err } = await serveOnce(d, []);
     assert.ok(!fs.existsSync(path.join(d, 'usage.waste')), 'not before it ends');
     const code = await new Promise<number | null>((resolve) => {
       child.on('exit', (c) => resolve(c));
       child.kill('SIGTERM');
     });
-    assert.equal(code, 0, err);
+    assert.equal(code, 0, err());
     assert.ok(fs.existsSync(path.join(d, 'usage.waste')));
   });
 
@@ -234,21 +240,9 @@ describe('learning the hot set', () => {
   it('waste serve --learn-every keeps what it learned when it is killed', async () => {
     const d = copyContainer(dir);
     const file = path.join(d, 'usage.waste');
-    const child = spawn(process.execPath, [BIN, 'serve', d, '--port', '0', '-q', '--budget', String(budget), '--learn-every', '1'], { stdio: ['ignore', 'ignore', 'pipe'] });
+    const { child } = await serveOnce(d, ['--learn-every', '1']);
     const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
     try {
-      let err = '';
-      const url = await new Promise<string>((resolve, reject) => {
-        child.stderr.on('data', (b) => {
-          err += b;
-          const m = /listening on (http:\/\/\S+)/.exec(err);
-          if (m) resolve(m[1]);
-        });
-        child.on('exit', () => reject(new Error(`serve exited: ${err}`)));
-      });
-      const r = await fetch(`${url}/v1/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ prompt: 'once upon', max_tokens: 4 }) });
-      assert.equal(r.status, 200);
-      await r.json();
       for (let i = 0; i < 600 && !fs.existsSync(file); i++) await new Promise((r) => setTimeout(r, 100));
       assert.ok(fs.existsSync(file), 'saved while serving');
     } finally {
