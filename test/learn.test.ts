@@ -40,6 +40,27 @@ const experts = (d: string) => {
   return m.config.num_experts;
 };
 
+/** An expert of layer 1 that decoding the test's sequence never asks for. */
+async function unaskedExpert(d: string, budget: number): Promise<number> {
+  const asked = new Set<number>();
+  await decodeOnce(d, { budget }, asked);
+  let unused = 0;
+  while (asked.has(65536 + unused)) unused++;
+  assert.ok(unused < experts(d));
+  return unused;
+}
+
+/** A hotlist naming one expert of layer 1 with `hits`, and nothing else. */
+function oneEntryHotlist(file: string, expert: number, hits: number): void {
+  const buf = Buffer.alloc(32);
+  buf.writeUInt32LE(0x47535557, 0);
+  buf.writeUInt32LE(1, 4);
+  buf.writeUInt16LE(1, 16);
+  buf.writeUInt16LE(expert, 18);
+  buf.writeUInt32LE(hits, 20);
+  fs.writeFileSync(file, buf);
+}
+
 describe('learning the hot set', () => {
   let budget = 0;
   before(async () => {
@@ -78,20 +99,9 @@ describe('learning the hot set', () => {
   it('merges with the hotlist already there: an expert no longer held stays at half its count', async () => {
     const d = copyContainer(dir);
     const file = path.join(d, 'usage.waste');
-    // an expert of layer 1 this run never asks for
-    const asked = new Set<number>();
-    await decodeOnce(d, { budget }, asked);
-    let unused = 0;
-    while (asked.has(65536 + unused)) unused++;
-    assert.ok(unused < experts(d));
-    // a hotlist naming it with a large count, and nothing else
-    const buf = Buffer.alloc(32);
-    buf.writeUInt32LE(0x47535557, 0);
-    buf.writeUInt32LE(1, 4);
-    buf.writeUInt16LE(1, 16);
-    buf.writeUInt16LE(unused, 18);
-    buf.writeUInt32LE(1000, 20);
-    fs.writeFileSync(file, buf);
+    // an expert of layer 1 this run never asks for, in a hotlist with a large count
+    const unused = await unaskedExpert(d, budget);
+    oneEntryHotlist(file, unused, 1000);
     // not warmed, never asked for: not held when the run ends
     await decodeOnce(d, { budget, learn: true, warm: false });
     const after = readHotlist(file, () => experts(d), 6 * experts(d));
@@ -185,17 +195,8 @@ describe('learning the hot set', () => {
   it('saving again while open merges with the hotlist from before the first save (an earlier entry stays at half, not a quarter), or with what another process wrote since', async () => {
     const d = copyContainer(dir);
     const file = path.join(d, 'usage.waste');
-    const asked = new Set<number>();
-    await decodeOnce(d, { budget }, asked);
-    let unused = 0;
-    while (asked.has(65536 + unused)) unused++;
-    const buf = Buffer.alloc(32);
-    buf.writeUInt32LE(0x47535557, 0);
-    buf.writeUInt32LE(1, 4);
-    buf.writeUInt16LE(1, 16);
-    buf.writeUInt16LE(unused, 18);
-    buf.writeUInt32LE(1000, 20);
-    fs.writeFileSync(file, buf);
+    const unused = await unaskedExpert(d, budget);
+    oneEntryHotlist(file, unused, 1000);
     const m = await Model.open(d, { threads: 1, budget, learn: true, warm: false });
     const entry = () => readHotlist(file, () => experts(d), 6 * experts(d)).find((e) => e.layer === 1 && e.expert === unused);
     try {
@@ -206,8 +207,7 @@ describe('learning the hot set', () => {
       m.saveUsage();
       assert.deepEqual(entry(), { layer: 1, expert: unused, hits: 500, last: 0 });
       // another process writes the file meanwhile: the next save merges with what it wrote
-      buf.writeUInt32LE(64, 20);
-      fs.writeFileSync(file, buf);
+      oneEntryHotlist(file, unused, 64);
       m.saveUsage();
       assert.deepEqual(entry(), { layer: 1, expert: unused, hits: 32, last: 0 });
       // removed meanwhile: what it listed is gone

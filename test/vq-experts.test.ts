@@ -47,6 +47,17 @@ function randRecord(a: Arena, I: number, W: number, g: VqGeometry): { rec: Uint8
   return { rec, shape: { gateOff, upOff, downOff, scaleOff, inter: I, width: W, g, topK: 8 } };
 }
 
+/** A Kimi-Linear-sized expert (1024 × 2304) in arena `a`: its record, the shape a call takes, and random gate/up tables on demand. */
+function klExpert(a: Arena) {
+  const g: VqGeometry = { stages: 3, entries: 256, vecDim: 8, indexBlock: 64 };
+  const I = 1024;
+  const W = 2304;
+  const { rec, shape } = randRecord(a, I, W, g);
+  const lutSize = (W / g.vecDim) * g.stages * g.entries;
+  const x: VqExpertShape = { ...shape, booksDown: randF32(a, g.stages * g.vecDim * g.entries), act: { kind: 'silu' } };
+  return { rec, x, W, tables: (): [Float32Array, Float32Array] => [randF32(a, lutSize, -0.3, 0.3), randF32(a, lutSize, -0.3, 0.3)] };
+}
+
 /** The expert-by-expert form (the MoE block's `expert`): gate and up as a pair, the activation, the down table, down. */
 function byExpert(k: Kernels, job: VqExpertJob, x: VqExpertShape, a: Arena): void {
   const { inter: I, width: W, g } = x;
@@ -133,14 +144,8 @@ describe(`vqExperts [seed ${seed}]`, () => {
       const small = new Arena(5 << 20);
       const k = await WasmKernels.create(2, [small]);
       try {
-        const g: VqGeometry = { stages: 3, entries: 256, vecDim: 8, indexBlock: 64 };
-        const I = 1024;
-        const W = 2304;
-        const { rec, shape } = randRecord(small, I, W, g);
-        const lutSize = (W / g.vecDim) * g.stages * g.entries;
-        const lutGate = randF32(small, lutSize, -0.3, 0.3);
-        const lutUp = randF32(small, lutSize, -0.3, 0.3);
-        const x: VqExpertShape = { ...shape, booksDown: randF32(small, g.stages * g.vecDim * g.entries), act: { kind: 'silu' } };
+        const { rec, x, W, tables } = klExpert(small);
+        const [lutGate, lutUp] = tables();
         const jobs = Array.from({ length: n }, () => ({ rec, lutGate, lutUp, y: new Float32Array(W) }));
         const before = small.memory.buffer.byteLength;
         assert.equal(k.vqExperts(jobs, x), true);
@@ -159,13 +164,9 @@ describe(`vqExperts [seed ${seed}]`, () => {
     const arena8 = new Arena(8 << 20, budget);
     const k = await WasmKernels.create(2, [arena8]);
     try {
-      const g: VqGeometry = { stages: 3, entries: 256, vecDim: 8, indexBlock: 64 };
-      const I = 1024;
-      const W = 2304;
-      const { rec, shape } = randRecord(arena8, I, W, g);
-      const lutSize = (W / g.vecDim) * g.stages * g.entries;
-      const tables = [0, 1].map(() => [randF32(arena8, lutSize, -0.3, 0.3), randF32(arena8, lutSize, -0.3, 0.3)]);
-      const x: VqExpertShape = { ...shape, booksDown: randF32(arena8, g.stages * g.vecDim * g.entries), act: { kind: 'silu' } };
+      const e = klExpert(arena8);
+      const { rec, x, W } = e;
+      const tables = [e.tables(), e.tables()];
       const want = tables.map(([lutGate, lutUp]) => {
         const y = arena8.allocF32(W);
         byExpert(k, { rec, lutGate, lutUp, y }, x, arena8);

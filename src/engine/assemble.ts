@@ -227,13 +227,13 @@ export async function assemble(model: string, opts: OpenOptions): Promise<ModelP
     const k = kernels;
     const r = readers;
     const f = files;
-    // a model that computed nothing since the last save learned nothing new: the hotlist stays as it was
+    // a model that computed nothing since the last save learned nothing new: the hotlist stays as
+    // it was; false when the save failed (the next one, at close() at the latest, tries again)
     let savedAt = 0;
-    const learnedSince = () => (cache ? cache.stats.hits + cache.stats.misses : 0) > savedAt;
-    const saveLearnedNow = () => {
-      const work = cache!.stats.hits + cache!.stats.misses;
-      const ok = saveLearned(cache!, usageFile!, o.warn);
-      // a failed save is tried again at close()
+    const saveIfLearned = (c: ExpertCache): boolean => {
+      const work = c.stats.hits + c.stats.misses;
+      if (work === savedAt) return true;
+      const ok = saveLearned(c, usageFile!, o.warn);
       if (ok) savedAt = work;
       return ok;
     };
@@ -253,7 +253,7 @@ export async function assemble(model: string, opts: OpenOptions): Promise<ModelP
       store,
       files,
       usageFile,
-      learn: o.learn && cache ? { everyMs: o.learnEvery * 1000, save: () => !learnedSince() || saveLearnedNow() } : undefined,
+      learn: o.learn && cache ? { everyMs: o.learnEvery * 1000, save: () => saveIfLearned(cache) } : undefined,
       states,
       vision,
       async close() {
@@ -262,7 +262,7 @@ export async function assemble(model: string, opts: OpenOptions): Promise<ModelP
         } catch {
           /* closing regardless */
         }
-        if (o.learn && cache && learnedSince()) saveLearnedNow();
+        if (o.learn && cache) saveIfLearned(cache);
         if (k instanceof WasmKernels) await k.close();
         await r?.close();
         f?.close();

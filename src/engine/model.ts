@@ -368,9 +368,10 @@ export class Model implements SessionHost {
 
   /**
    * Write the experts the cache holds now, merged with those the hotlist listed before this run
-   * first saved it (or lists now, if another process has written it since), to the container's usage.waste (or the open option `usageFile`, or `file`), atomically, for a
-   * warm next open; returns how many experts it lists. Throws when the file cannot be written (the
-   * open option `learn` does this at close() and every `learnEvery` seconds, and only warns).
+   * first saved it (or lists now, if another process has written it since), to the container's
+   * usage.waste (or the open option `usageFile`, or `file`), atomically, for a warm next open;
+   * returns how many experts it lists. Throws when the file cannot be written (the open option
+   * `learn` does this at close() and every `learnEvery` seconds, and only warns).
    */
   saveUsage(file?: string): number {
     if (!this.cache || !this.usageFile) return 0;

@@ -33,9 +33,9 @@ export interface OpenOptions {
   /**
    * At close() (and every `learnEvery` seconds while open), save the experts the cache holds,
    * merged with what the hotlist listed before this run first saved it (or lists now, if another
-   * process has written it since), to the container's usage.waste
-   * (atomically), so the next open starts warm (default false; the CLI's run, chat and serve turn
-   * it on). A directory that cannot be written is reported through `warn`, and close() still succeeds.
+   * process has written it since), to the container's usage.waste (atomically), so the next open
+   * starts warm (default false; the CLI's run, chat and serve turn it on). A directory that cannot
+   * be written is reported through `warn`, and close() still succeeds.
    */
   learn?: boolean;
   /**

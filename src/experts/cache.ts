@@ -422,7 +422,8 @@ export class ExpertCache {
 
   /**
    * Write the experts held now with their hit counts, merged with those `file` listed before this
-   * cache first wrote it (see mergeHotlist), atomically. Returns how many it lists.
+   * cache first wrote it, or lists now if another process wrote it since (see mergeHotlist),
+   * atomically. Returns how many it lists.
    */
   saveUsage(file: string): number {
     const held: HotEntry[] = this.slots.filter((s) => s.key >= 0 && s.hits > 0 && this.landed(s)).map((s) => ({ layer: Math.floor(s.key / 65536), expert: s.key % 65536, hits: s.hits, last: s.last }));
