@@ -7,6 +7,7 @@
  *   const logits = await session.forward([3, 7, 11]);
  *   await model.close();
  */
+import './util/supported-node.js';
 export { Model, type OpenOptions, type SessionOptions } from './engine/model.js';
 export { Session, type SessionGenerateOptions } from './engine/session.js';
 export { Chat, type ChatOptions } from './generate/chat.js';

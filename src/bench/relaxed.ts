@@ -10,7 +10,7 @@ import { table } from './measure.js';
  * result that depends on the tier breaks bit-identical logits (docs/LEARNED.md).
  */
 export interface RelaxedProbe {
-  /** The module compiled (with `--experimental-wasm-relaxed-simd` where Node needs it). */
+  /** The module compiled (with `--experimental-wasm-relaxed-simd` on Node 20, which needs it). */
   available: boolean;
   calls: number;
   /** Calls whose result differed from the defined one, per instruction. */
@@ -125,14 +125,25 @@ export interface RelaxedBenchResult {
   rows: { compiler: string; flags: string[]; probe: RelaxedProbe }[];
 }
 
-/** The probe in a fresh Node for each compiler setting (V8 reads these flags only at start-up). */
+/** Whether this Node compiles relaxed SIMD as it starts (Node 22 and later), or only behind a flag (Node 20). */
+export function relaxedByDefault(): boolean {
+  return WebAssembly.validate(probeModule());
+}
+
+/**
+ * The probe in a fresh Node for each compiler setting (V8 reads these flags only at start-up).
+ * `--experimental-wasm-relaxed-simd` is passed only where relaxed SIMD is not on already: Node 22
+ * and later do not know the flag and refuse to start with it.
+ */
 export function benchRelaxed(calls = 200_000): RelaxedBenchResult {
   const self = fileURLToPath(import.meta.url);
+  const on = relaxedByDefault();
+  const flag = on ? [] : ['--experimental-wasm-relaxed-simd'];
   const settings: [string, string[]][] = [
-    ['default, no flag', []],
-    ['default (Liftoff, then TurboFan)', ['--experimental-wasm-relaxed-simd']],
-    ['Liftoff only', ['--experimental-wasm-relaxed-simd', '--liftoff-only']],
-    ['TurboFan only', ['--experimental-wasm-relaxed-simd', '--no-liftoff']],
+    ...(on ? [] : ([['default, no flag', []]] as [string, string[]][])),
+    ['default (Liftoff, then TurboFan)', flag],
+    ['Liftoff only', [...flag, '--liftoff-only']],
+    ['TurboFan only', [...flag, '--no-liftoff']],
   ];
   const rows = settings.map(([compiler, flags]) => {
     const r = spawnSync(process.execPath, [...flags, self, String(calls)], { encoding: 'utf8' });
