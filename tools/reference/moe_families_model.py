@@ -55,9 +55,10 @@ configuration_qwen3_moe.py)
   * Layer L is MoE iff L not in `mlp_only_layers` and num_experts > 0 and (L+1) % decoder_sparse_step
     == 0; other layers are a dense SwiGLU of `intermediate_size`; experts use `moe_intermediate_size`.
   * Sliding window only when `use_sliding_window` (then `sliding_window` on every layer: the MoE
-    class has no layer_types, `max_window_layers` is not read). Releases: false, rope_scaling null,
-    rope_theta 1e6 (30B-A3B), 5e6 (235B-2507), 1e7 (Coder-480B); Qwen's docs add YaRN
-    {rope_type yarn, factor 4, original_max_position_embeddings 32768} for long context: supported.
+    class has no layer_types, `max_window_layers` is not read). Release configs (as recalled, not
+    re-read here): use_sliding_window false, rope_scaling null, rope_theta set per release (read from
+    config.json); Qwen's model cards add YaRN {rope_type yarn, factor 4,
+    original_max_position_embeddings 32768} for long context: supported.
   * Defaults: rms_norm_eps 1e-6, rope_theta 10000.
 mixtral (modeling_mixtral.py: MixtralSparseMoeBlock, MixtralBlockSparseTop2MLP, MixtralAttention)
   * No attention biases, no q/k norm. Router `block_sparse_moe.gate`: softmax over ALL logits, top-k
@@ -78,15 +79,17 @@ route_tokens_to_experts, Glm4MoeTopkRouter; configuration_glm4_moe.py)
   * q/k/v biases iff `attention_bias` (GLM-4.5: true); o_proj never has a bias. Optional per-head
     q_norm/k_norm (`use_qk_norm`, default false; GLM-4.5: true, Air: false), before RoPE.
   * Partial rotary: `partial_rotary_factor` (absent -> 0.5, set in Glm4MoeConfig.__post_init__),
-    rotate_half over the FIRST R dims of each head (current modular imports gpt_neox's
-    apply_rotary_pos_emb; vLLM's and llama.cpp's GLM4-MoE use the same neox layout). A pre-release
-    draft of the modular inherited Glm4Attention, whose GLM-style rotate is interleaved: not followed.
+    rotate_half over the FIRST R dims of each head, the rest passed through (the current modular
+    imports gpt_neox's apply_rotary_pos_emb; the generated modeling file slices q[..., :R] and
+    applies rotate_half). A pre-release draft of the modular inherited Glm4Attention, whose GLM-style
+    rotate is interleaved (x[..., 0::2], x[..., 1::2]): not followed.
   * Router `mlp.gate.weight` (no bias) and buffer `mlp.gate.e_score_correction_bias` (absent -> zeros):
     s = sigmoid(logits); c = s + bias (selection only); group score = sum of the top-2 c in each of
     n_group groups of n_routed/n_group consecutive experts; keep topk_group groups; the other groups'
     c are replaced by 0.0 (masked_fill(..., 0.0)); top-k of that; weights = the chosen s, divided by
     (sum + 1e-20) iff norm_topk_prob, then times routed_scaling_factor (always).
-    DISAGREEMENT: DeepSeek's own code and llama.cpp mask dropped groups with -inf; with 0.0 a dropped
+    DISAGREEMENT (shared/docs/families.md): DeepSeek's own code and llama.cpp mask dropped groups
+    with -inf; with 0.0 a dropped
     expert can be chosen when fewer than top_k kept experts have c > 0 (bias can make c negative).
     This module follows HF (0.0); the self-test shows a case where the two differ.
   * One shared expert `mlp.shared_experts.*` of width moe_intermediate_size * n_shared_experts added
@@ -118,13 +121,16 @@ GptOssExperts, GptOssRotaryEmbedding; configuration_gpt_oss.py; integrations/mxf
     limit = `swiglu_limit` (7.0). Tokens combine the top-k outputs with the router weights.
   * Defaults: rms_norm_eps 1e-5, rope_theta 150000, sliding_window 128, num_local_experts 128, top-k 4.
 
-Other readings that differ (for the record; this module follows HF): llama.cpp's gpt-oss and
+Other readings that differ (from shared/docs/families.md, not re-read here; this module follows HF):
+llama.cpp's gpt-oss and
 deepseek2 loaders use YaRN beta 32/1 whatever the config says and ggml rounds the YaRN correction
 range to whole dims (gpt-oss says truncate false); llama.cpp's qwen3moe always renormalises the top-k
 (HF only with norm_topk_prob); llama.cpp's olmoe assumes kv_heads == heads. transformers 4.5x's
 _compute_yarn_parameters replaced `factor` by max_position_embeddings / original_max_position_embeddings
-whenever the latter was present (same for gpt-oss, 131072/4096 = 32; differs for a Qwen3 YaRN config
-whose max_position_embeddings was not raised); the current code keeps the config's factor, as here.
+whenever the latter was present (read in stored 4.5x-era copies of modeling_rope_utils.py; same for
+gpt-oss, 131072/4096 = 32; differs for a Qwen3 YaRN config whose max_position_embeddings was not
+raised); the current code keeps the config's factor (and uses the ratio only when factor is absent),
+as here.
 """
 import json
 import math
