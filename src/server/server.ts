@@ -16,6 +16,7 @@ import { openaiRoutes } from './openai.js';
 import type { TurnLog } from './run-turn.js';
 import { webRoutes } from './web.js';
 import { checkListen, listenError } from './listen-check.js';
+import { modelRoutes } from './models.js';
 
 export interface ServerOptions {
   /** The container directory. */
@@ -205,6 +206,7 @@ export function createApp(host: Host, opts: Pick<ServerOptions, 'apiKey' | 'maxB
   });
 
   openaiRoutes(app, host);
+  modelRoutes(app, host);
   completionRoutes(app, host);
   anthropicRoutes(app, host);
   webRoutes(app);
