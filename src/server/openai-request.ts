@@ -56,7 +56,8 @@ const ResponseFormat = z.discriminatedUnion('type', [
   }),
 ]);
 
-const Effort = z.enum(['none', 'minimal', 'low', 'medium', 'high', 'max']);
+/** OpenAI's efforts (none turns reasoning off) and `max`; a format maps them to the nearest it knows (K3's: see xtml/format.ts). */
+const Effort = z.enum(['none', 'minimal', 'low', 'medium', 'high', 'xhigh', 'max']);
 
 /*
  * Every number a request carries is bounded here, within what the library's sampler accepts

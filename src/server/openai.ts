@@ -11,7 +11,7 @@ const usage = (r: TurnResult) => ({
   total_tokens: r.promptTokens + r.completionTokens,
   // prompt tokens a kept session had already consumed (see --sessions)
   prompt_tokens_details: { cached_tokens: r.cachedTokens },
-  completion_tokens_details: { reasoning_tokens: 0 },
+  completion_tokens_details: { reasoning_tokens: r.reasoningTokens ?? 0 },
 });
 
 /** OpenAI's logprobs object: a token's text, its UTF-8 bytes and log-probability, and alternatives. */
