@@ -5,7 +5,7 @@ import { z } from 'zod';
 import { anthropicErrorBody, asApiError, badRequest } from './errors.js';
 import type { Host, TurnRequest, TurnResult } from './host.js';
 import { type DraftMessage, type DraftTurn, type RequestImage, inlineSource, urlSource } from './image-parts.js';
-import { TopK, enforceable, parseBody, toolDecls } from './openai-request.js';
+import { TopK, dropEmptyFinal, enforceable, parseBody, toolDecls } from './openai-request.js';
 import { refuseUnsupported } from './anthropic-unsupported.js';
 import { STALL_MS, type TurnLog, holdEngine, queuedTurn, refuseIfBusy, streamAbort, streamTurn, wasteStats, writeOrAbort } from './run-turn.js';
 import type { RouteEnv } from './server.js';
@@ -104,6 +104,7 @@ function messagesTurn(b: MessagesBody): DraftTurn {
     }
     messages.push({ role: 'assistant', content, ...(calls.length ? { toolCalls: calls } : {}), ...(reasoning ? { reasoning } : {}) });
   });
+  dropEmptyFinal(messages);
   const tools = toolDecls(
     (b.tools ?? []).map((t) => ({ type: 'function' as const, function: { name: t.name, description: t.description, parameters: t.input_schema } })),
     (i) => `tools[${i}].input_schema`,
