@@ -510,8 +510,10 @@ describe('waste serve: the OpenAI-compatible API on the demo model', () => {
     const nf = await raw(`${server.url}/v1/nothing`);
     assert.equal(nf.status, 404);
     assert.equal(nf.body.error.code, 'not_found');
+    // any model name is served by the one model (README): /v1/models/{name} answers for it
     const nm = await fetch(`${server.url}/v1/models/other`);
-    assert.equal(nm.status, 404);
+    assert.equal(nm.status, 200);
+    assert.equal(((await nm.json()) as { root: string }).root, 'demo');
     // a page of another origin, or a name that is not this machine (DNS rebinding), is refused
     const cross = await raw(url, { json: { messages: user('x'), max_tokens: 2 }, headers: { origin: 'https://evil.example' } });
     assert.equal(cross.status, 403);

@@ -1,4 +1,5 @@
 import { WasteError } from '../util/errors.js';
+import { BlankRuns } from './blank-runs.js';
 import type { Grammar } from './grammar.js';
 import { Sink, type Stack, type StateSet, step, stepInto } from './machine.js';
 import { compileGrammar } from './program.js';
@@ -35,6 +36,7 @@ class GrammarConstraint implements TokenConstraint {
   private readonly ends: ReadonlySet<number>;
   private readonly isEnd: Uint8Array;
   private out: Float32Array | undefined;
+  private readonly blanks: BlankRuns;
 
   constructor(
     private readonly vocab: TokenVocab,
@@ -42,6 +44,7 @@ class GrammarConstraint implements TokenConstraint {
     endTokens: readonly number[],
   ) {
     const piece = compileGrammar(grammar);
+    this.blanks = new BlankRuns(vocab);
     this.ends = new Set(endTokens);
     this.isEnd = new Uint8Array(vocab.size);
     for (const id of endTokens) if (id >= 0 && id < vocab.size) this.isEnd[id] = 1;
@@ -119,6 +122,7 @@ class GrammarConstraint implements TokenConstraint {
       for (const sp of index.specials) if (follow(this.state, sp.bytes, true)) allow(sp.id);
     }
     if (!allowed) throw new WasteError('E_STATE', 'constrained sampling: no token of the vocabulary can continue the grammar here (the vocabulary lacks the bytes it needs)');
+    this.blanks.restrict(out, allowed);
     return out;
   }
 
@@ -134,6 +138,7 @@ class GrammarConstraint implements TokenConstraint {
     const next = bytes.length ? follow(this.state, bytes, this.vocab.isSpecial(token)) : null;
     if (!next) throw new WasteError('E_ARG', `constrained sampling: token ${token} ${this.show(token)} cannot continue the grammar here`);
     this.state = next;
+    this.blanks.accept(token);
   }
 
   private show(token: number): string {

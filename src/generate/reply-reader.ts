@@ -1,7 +1,7 @@
 import type { ChatFormat } from '../tokenizer/chat.js';
 import type { Tokenizer } from '../tokenizer/tokenizer.js';
 import { markerIds } from '../tokenizer/xtml/format.js';
-import { type ReplyEvent, ReplyParser, type ReplyReader } from './reply.js';
+import { type CallIdMaker, type ReplyEvent, ReplyParser, type ReplyReader } from './reply.js';
 import { XtmlReplyReader } from './xtml-reply.js';
 
 /** The text-driven parser of Kimi's and Hermes' markup as a reader (the token's id tells it nothing). */
@@ -26,23 +26,26 @@ class TextReader implements ReplyReader {
   get calls() {
     return this.p.calls;
   }
+  get inReasoning(): boolean {
+    return this.p.inReasoning;
+  }
 }
 
 /**
  * The reader for the reply to `prompt` (ids `format` encoded, ending with the hand-over), which
  * knows where the prompt left the reply: inside the reasoning block or not. With `tools` false,
- * tool-call markup is not read as calls.
+ * tool-call markup is not read as calls; `callId` names the calls whose ids the model does not write.
  */
-export function replyReader(format: ChatFormat, tok: Tokenizer, prompt: readonly number[], opts: { tools: boolean }): ReplyReader {
+export function replyReader(format: ChatFormat, tok: Tokenizer, prompt: readonly number[], opts: { tools: boolean; callId?: CallIdMaker }): ReplyReader {
   if (format.syntax.tools === 'xtml') {
     const ids = markerIds(tok);
     // the channel the prompt opened last: <|open|>think<|sep|> or <|open|>response<|sep|>
     const open = prompt.lastIndexOf(ids.open);
     const sep = prompt.lastIndexOf(ids.sep);
     const channel = open >= 0 && sep === prompt.length - 1 && tok.decode(prompt.slice(open + 1, sep)) === 'think' ? 'think' : 'response';
-    return new XtmlReplyReader(ids, { channel, tools: opts.tools });
+    return new XtmlReplyReader(ids, { channel, tools: opts.tools, callId: opts.callId });
   }
   const think = format.syntax.think;
   const reasoning = !!think && tok.decode(prompt.slice(-8)).trimEnd().endsWith(think.open);
-  return new TextReader(new ReplyParser(format.syntax, { startInReasoning: reasoning, tools: opts.tools }), reasoning);
+  return new TextReader(new ReplyParser(format.syntax, { startInReasoning: reasoning, tools: opts.tools, callId: opts.callId }), reasoning);
 }

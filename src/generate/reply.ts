@@ -23,7 +23,17 @@ export interface ReplyReader {
   readonly byToken: boolean;
   /** The prompt left the reply inside the reasoning block. */
   readonly startsInReasoning: boolean;
+  /** The reply is inside its reasoning block now (a token pushed next is a reasoning token). */
+  readonly inReasoning: boolean;
 }
+
+/**
+ * The id of the reply's call number `index` (from 0) where the model writes none: `call_INDEX` by
+ * default; a server hands out ids unique across its responses instead.
+ */
+export type CallIdMaker = (index: number) => string;
+
+export const indexCallId: CallIdMaker = (index) => `call_${index}`;
 
 /** Kimi's tool-call section markers. */
 export const KIMI_TOOL_MARKERS = {
@@ -56,11 +66,14 @@ export class ReplyParser {
   reasoning = '';
   content = '';
 
+  private readonly callId: CallIdMaker;
+
   constructor(
     private readonly syntax: ReplySyntax,
-    opts: { startInReasoning?: boolean; tools?: boolean } = {},
+    opts: { startInReasoning?: boolean; tools?: boolean; callId?: CallIdMaker } = {},
   ) {
     this.channel = opts.startInReasoning && syntax.think ? 'reasoning' : 'content';
+    this.callId = opts.callId ?? indexCallId;
     if (!opts.tools) this.syntax = { ...syntax, tools: undefined };
   }
 
@@ -85,6 +98,11 @@ export class ReplyParser {
       case 'hermes':
         return [HERMES_TOOL_MARKERS.callEnd];
     }
+  }
+
+  /** Inside the reasoning block (its closing marker, while still held back, counts as inside). */
+  get inReasoning(): boolean {
+    return this.channel === 'reasoning';
   }
 
   /** Feed the next piece of the reply's text. */
@@ -188,7 +206,7 @@ export class ReplyParser {
       const m = /^(?:functions\.)?(.+?)(?::\d+)?$/.exec(header);
       const index = this.calls.length;
       const name = m ? m[1] : header;
-      const id = header || `call_${index}`;
+      const id = header || this.callId(index);
       this.calls.push({ id, name, arguments: '' });
       out.push({ kind: 'call', index, id, name });
       this.channel = 'args';
@@ -221,7 +239,7 @@ export class ReplyParser {
     }
     const index = this.calls.length;
     const args = typeof o.arguments === 'string' ? o.arguments : JSON.stringify(o.arguments ?? {});
-    const id = `call_${index}`;
+    const id = this.callId(index);
     this.calls.push({ id, name: o.name, arguments: args });
     out.push({ kind: 'call', index, id, name: o.name }, { kind: 'arguments', index, text: args });
   }

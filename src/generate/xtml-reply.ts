@@ -1,6 +1,6 @@
 import type { ToolCall } from '../tokenizer/chat.js';
 import { CLOSE, OPEN, unescapeAttr } from '../tokenizer/xtml/tags.js';
-import type { ReplyEvent, ReplyReader } from './reply.js';
+import { type CallIdMaker, type ReplyEvent, type ReplyReader, indexCallId } from './reply.js';
 
 /** The ids of K3's markers in the model's vocabulary. */
 export interface XtmlMarkerIds {
@@ -87,15 +87,22 @@ export class XtmlReplyReader implements ReplyReader {
   private open: OpenCall | undefined;
   private done = false;
   private readonly tools: boolean;
+  private readonly callId: CallIdMaker;
 
   constructor(
     private readonly ids: XtmlMarkerIds,
-    opts: { channel: 'think' | 'response'; tools: boolean },
+    opts: { channel: 'think' | 'response'; tools: boolean; callId?: CallIdMaker },
   ) {
+    this.callId = opts.callId ?? indexCallId;
     // the generation prompt opened the message and a channel: the reply begins inside them
     this.stack = ['message', opts.channel];
     this.startsInReasoning = opts.channel === 'think';
     this.tools = opts.tools;
+  }
+
+  /** Inside the think element (its closing tag, until its separator, counts as inside). */
+  get inReasoning(): boolean {
+    return !this.done && this.stack[this.stack.length - 1] === 'think';
   }
 
   /** The message was closed by its end token (what follows is not read). */
@@ -181,7 +188,7 @@ export class XtmlReplyReader implements ReplyReader {
     if (name === 'call' && this.tools) {
       this.endCall(out);
       const index = this.calls.length;
-      const id = `call_${index}`;
+      const id = this.callId(index);
       const tool = attrs.get('tool') ?? '';
       this.calls.push({ id, name: tool, arguments: '' });
       this.open = { args: new Map(), done: false };

@@ -5,11 +5,16 @@ import { z } from 'zod';
 import { anthropicErrorBody, asApiError, badRequest } from './errors.js';
 import type { Host, TurnRequest, TurnResult } from './host.js';
 import { type DraftMessage, type DraftTurn, type RequestImage, inlineSource, urlSource } from './image-parts.js';
-import { TopK, parseBody, toolDecls } from './openai-request.js';
+import { TopK, dropEmptyFinal, enforceable, parseBody, toolDecls } from './openai-request.js';
+import { refuseUnsupported } from './anthropic-unsupported.js';
 import { STALL_MS, type TurnLog, holdEngine, queuedTurn, refuseIfBusy, streamAbort, streamTurn, wasteStats, writeOrAbort } from './run-turn.js';
 import type { RouteEnv } from './server.js';
 
 /** Anthropic's Messages API (POST /v1/messages), for clients that speak it. */
+
+/** Anthropic's effort levels (output_config.effort), mapped as OpenAI's reasoning_effort is. */
+const EFFORTS = ['low', 'medium', 'high', 'xhigh', 'max'] as const;
+
 const Text = z.object({ type: z.literal('text'), text: z.string() }).loose();
 const ImageSourceBlock = z.discriminatedUnion('type', [
   z.object({ type: z.literal('base64'), media_type: z.string(), data: z.string() }).loose(),
@@ -38,7 +43,21 @@ const MessagesBody = z.object({
     .max(128)
     .optional(),
   tool_choice: z.object({ type: z.enum(['auto', 'any', 'tool', 'none']), name: z.string().optional(), disable_parallel_tool_use: z.boolean().optional() }).optional(),
-  thinking: z.union([z.object({ type: z.literal('enabled'), budget_tokens: z.number().int().min(1).optional() }).loose(), z.object({ type: z.literal('disabled') }).loose()]).optional(),
+  thinking: z
+    .discriminatedUnion('type', [
+      z.object({ type: z.literal('enabled'), budget_tokens: z.number().int().min(1).optional() }).loose(),
+      // the model decides how much to reason: on, with no budget
+      z.object({ type: z.literal('adaptive') }).loose(),
+      z.object({ type: z.literal('disabled') }).loose(),
+    ])
+    .optional(),
+  output_config: z
+    .object({
+      effort: z.enum(EFFORTS).optional(),
+      format: z.object({ type: z.literal('json_schema'), schema: z.record(z.string(), z.unknown()) }).loose().optional(),
+    })
+    .loose()
+    .optional(),
 });
 type MessagesBody = z.infer<typeof MessagesBody>;
 
@@ -85,6 +104,7 @@ function messagesTurn(b: MessagesBody): DraftTurn {
     }
     messages.push({ role: 'assistant', content, ...(calls.length ? { toolCalls: calls } : {}), ...(reasoning ? { reasoning } : {}) });
   });
+  dropEmptyFinal(messages);
   const tools = toolDecls(
     (b.tools ?? []).map((t) => ({ type: 'function' as const, function: { name: t.name, description: t.description, parameters: t.input_schema } })),
     (i) => `tools[${i}].input_schema`,
@@ -98,13 +118,18 @@ function messagesTurn(b: MessagesBody): DraftTurn {
     toolChoice = { name: tc.name };
   }
   if (toolChoice !== 'none' && !tools.length) throw badRequest('tool_choice needs tools', 'tool_choice');
+  const format = b.output_config?.format;
   return {
     messages,
     tools,
     toolChoice,
     parallelToolCalls: !tc?.disable_parallel_tool_use,
-    ...(b.thinking ? { thinking: b.thinking.type === 'enabled' } : {}),
+    // as Anthropic's API: no reasoning unless the request asks for it, whatever the template's
+    // default (K3 thinks unless told not to), so content[0] is the answer
+    thinking: b.thinking?.type === 'enabled' || b.thinking?.type === 'adaptive',
+    ...(b.output_config?.effort ? { effort: b.output_config.effort } : {}),
     ...(b.thinking?.type === 'enabled' && typeof b.thinking.budget_tokens === 'number' ? { reasoningBudget: b.thinking.budget_tokens } : {}),
+    ...(format ? { schema: enforceable(format.schema, 'output_config.format.schema'), responseType: 'json_schema' as const } : {}),
     sampling: {
       ...(b.temperature !== undefined ? { temperature: b.temperature } : {}),
       ...(b.top_p !== undefined ? { topP: b.top_p } : {}),
@@ -133,7 +158,9 @@ const usage = (prompt: number, cached: number, output: number) => ({ input_token
 
 export function anthropicRoutes(app: Hono<RouteEnv>, host: Host): void {
   app.post('/v1/messages/count_tokens', async (c) => {
-    const b = parseBody(MessagesBody.extend({ max_tokens: z.number().int().min(1).optional().default(1) }), await c.get('json')());
+    const doc = await c.get('json')();
+    refuseUnsupported(doc);
+    const b = parseBody(MessagesBody.extend({ max_tokens: z.number().int().min(1).optional().default(1) }), doc);
     // each image counted as the rows it will take, as the turn would feed them
     const n = host.countTokens(await host.images.count(messagesTurn(b), c.req.raw.signal));
     // as /v1/messages answers it: a conversation the model cannot take is the client's 400, and
@@ -144,7 +171,9 @@ export function anthropicRoutes(app: Hono<RouteEnv>, host: Host): void {
 
   app.post('/v1/messages', async (c) => {
     refuseIfBusy(host);
-    const body = parseBody(MessagesBody, await c.get('json')());
+    const doc = await c.get('json')();
+    refuseUnsupported(doc);
+    const body = parseBody(MessagesBody, doc);
     const signal = c.req.raw.signal;
     const req = host.prepare(await host.images.resolve(messagesTurn(body), signal));
     const log: TurnLog = { stream: !!body.stream, waitedSeconds: 0 };

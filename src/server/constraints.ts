@@ -10,32 +10,37 @@ import { xtmlConstraint } from './xtml-constraints.js';
 export type { ToolDecl };
 
 
-/** One call, at position `index` of the section, to any of `tools`, in the template's syntax. */
-function callGrammar(style: 'kimi' | 'hermes', tools: ToolDecl[], index: number): Grammar {
+/**
+ * One call, at position `index` of the section, to any of `tools`, in the template's syntax. Kimi's
+ * call ids number the conversation's calls (`functions.NAME:N`, N counting from its first call), so
+ * the section's first call is number `base` — ids unique within the conversation, as Kimi's format
+ * has them.
+ */
+function callGrammar(style: 'kimi' | 'hermes', tools: ToolDecl[], index: number, base = 0): Grammar {
   return alt(
     tools.map((t) =>
       style === 'kimi'
-        ? seq([lit(KIMI_TOOL_MARKERS.call), lit(`functions.${t.name}:${index}`), lit(KIMI_TOOL_MARKERS.args), json(t.parameters), lit(KIMI_TOOL_MARKERS.callEnd)])
+        ? seq([lit(KIMI_TOOL_MARKERS.call), lit(`functions.${t.name}:${base + index}`), lit(KIMI_TOOL_MARKERS.args), json(t.parameters), lit(KIMI_TOOL_MARKERS.callEnd)])
         : seq([lit(HERMES_TOOL_MARKERS.call), lit(`\n{"name": ${JSON.stringify(t.name)}, "arguments": `), json(t.parameters), lit('}\n'), lit(HERMES_TOOL_MARKERS.callEnd)]),
     ),
   );
 }
 
 /** Calls `from` onwards, each optional, up to MAX_PARALLEL in all (or none when not parallel). */
-function moreCalls(style: 'kimi' | 'hermes', tools: ToolDecl[], parallel: boolean, from: number): Grammar {
+function moreCalls(style: 'kimi' | 'hermes', tools: ToolDecl[], parallel: boolean, from: number, base = 0): Grammar {
   let g: Grammar = seq([]);
-  if (parallel) for (let i = MAX_PARALLEL - 1; i >= from; i--) g = optional(seq([callGrammar(style, tools, i), g]));
+  if (parallel) for (let i = MAX_PARALLEL - 1; i >= from; i--) g = optional(seq([callGrammar(style, tools, i, base), g]));
   return g;
 }
 
 /** The calls of a section: one, or up to MAX_PARALLEL in a row. */
-function callsGrammar(style: 'kimi' | 'hermes', tools: ToolDecl[], parallel: boolean): Grammar {
-  return seq([callGrammar(style, tools, 0), moreCalls(style, tools, parallel, 1)]);
+function callsGrammar(style: 'kimi' | 'hermes', tools: ToolDecl[], parallel: boolean, base = 0): Grammar {
+  return seq([callGrammar(style, tools, 0, base), moreCalls(style, tools, parallel, 1, base)]);
 }
 
 /** A whole tool-call section (what the model must write when a call is required). */
-export function toolSectionGrammar(style: 'kimi' | 'hermes', tools: ToolDecl[], parallel: boolean): Grammar {
-  const calls = callsGrammar(style, tools, parallel);
+export function toolSectionGrammar(style: 'kimi' | 'hermes', tools: ToolDecl[], parallel: boolean, base = 0): Grammar {
+  const calls = callsGrammar(style, tools, parallel, base);
   return style === 'kimi' ? seq([lit(KIMI_TOOL_MARKERS.section), calls, lit(KIMI_TOOL_MARKERS.sectionEnd)]) : calls;
 }
 
@@ -45,16 +50,16 @@ export function toolSectionGrammar(style: 'kimi' | 'hermes', tools: ToolDecl[], 
  * special token is one token), up to where the model has a choice — the tool's name, or with one
  * tool its arguments. The grammar takes over from there.
  */
-export function forcedToolCall(style: 'kimi' | 'hermes', tools: ToolDecl[], parallel: boolean): { forced: string; grammar: Grammar } {
+export function forcedToolCall(style: 'kimi' | 'hermes', tools: ToolDecl[], parallel: boolean, base = 0): { forced: string; grammar: Grammar } {
   const one = tools.length === 1 ? tools[0] : undefined;
   if (style === 'kimi') {
     const K = KIMI_TOOL_MARKERS;
     const first = one
       ? seq([json(one.parameters), lit(K.callEnd)])
-      : alt(tools.map((t) => seq([lit(`${t.name}:0`), lit(K.args), json(t.parameters), lit(K.callEnd)])));
+      : alt(tools.map((t) => seq([lit(`${t.name}:${base}`), lit(K.args), json(t.parameters), lit(K.callEnd)])));
     return {
-      forced: K.section + K.call + (one ? `functions.${one.name}:0${K.args}` : 'functions.'),
-      grammar: seq([first, moreCalls(style, tools, parallel, 1), lit(K.sectionEnd)]),
+      forced: K.section + K.call + (one ? `functions.${one.name}:${base}${K.args}` : 'functions.'),
+      grammar: seq([first, moreCalls(style, tools, parallel, 1, base), lit(K.sectionEnd)]),
     };
   }
   const H = HERMES_TOOL_MARKERS;
@@ -67,8 +72,8 @@ export function forcedToolCall(style: 'kimi' | 'hermes', tools: ToolDecl[], para
 }
 
 /** The rest of a section once the model has opened it by itself (tool_choice "auto"). */
-function toolSectionRest(style: 'kimi' | 'hermes', tools: ToolDecl[], parallel: boolean): { trigger: string; grammar: Grammar } {
-  if (style === 'kimi') return { trigger: KIMI_TOOL_MARKERS.section, grammar: seq([callsGrammar(style, tools, parallel), lit(KIMI_TOOL_MARKERS.sectionEnd)]) };
+function toolSectionRest(style: 'kimi' | 'hermes', tools: ToolDecl[], parallel: boolean, base = 0): { trigger: string; grammar: Grammar } {
+  if (style === 'kimi') return { trigger: KIMI_TOOL_MARKERS.section, grammar: seq([callsGrammar(style, tools, parallel, base), lit(KIMI_TOOL_MARKERS.sectionEnd)]) };
   // after "<tool_call>" the rest of the first call, then possibly more
   const rest = (t: ToolDecl) => seq([lit(`\n{"name": ${JSON.stringify(t.name)}, "arguments": `), json(t.parameters), lit('}\n'), lit(HERMES_TOOL_MARKERS.callEnd)]);
   return { trigger: HERMES_TOOL_MARKERS.call, grammar: seq([alt(tools.map(rest)), moreCalls(style, tools, parallel, 1)]) };
@@ -82,8 +87,8 @@ export interface ConstraintPlan {
   reasoningFirst: boolean;
   /** Structured output: the JSON Schema the content must match. */
   schema?: unknown;
-  /** Tools the model may call, and whether it must. */
-  tools?: { decls: ToolDecl[]; required: boolean; parallel: boolean };
+  /** Tools the model may call, and whether it must; `base`: the calls the conversation already holds (Kimi numbers its call ids on from there). */
+  tools?: { decls: ToolDecl[]; required: boolean; parallel: boolean; base?: number };
   /** Most tokens of reasoning before the block is closed for the model. */
   reasoningBudget?: number;
   /** K3's marker ids (for its format, whose structure is in token ids). */
@@ -126,11 +131,11 @@ function planConstraint(p: ConstraintPlan): { constraint?: TokenConstraint; forc
   const style = p.syntax.tools;
   if (p.tools && style && style !== 'xtml') {
     if (p.tools.required) {
-      if (p.reasoningFirst && p.syntax.think) return { constraint: afterReasoning(now(toolSectionGrammar(style, p.tools.decls, p.tools.parallel))), forced: '' };
-      const { forced, grammar } = forcedToolCall(style, p.tools.decls, p.tools.parallel);
+      if (p.reasoningFirst && p.syntax.think) return { constraint: afterReasoning(now(toolSectionGrammar(style, p.tools.decls, p.tools.parallel, p.tools.base))), forced: '' };
+      const { forced, grammar } = forcedToolCall(style, p.tools.decls, p.tools.parallel, p.tools.base);
       return { constraint: now(grammar)(), forced };
     }
-    const { trigger, grammar } = toolSectionRest(style, p.tools.decls, p.tools.parallel);
+    const { trigger, grammar } = toolSectionRest(style, p.tools.decls, p.tools.parallel, p.tools.base);
     const calls = now(grammar);
     // a section marker written while reasoning is reasoning; calls are watched for after it
     return { constraint: afterReasoning(() => new After(new TextWatch(p.vocab, trigger), calls)), forced: '' };

@@ -14,6 +14,7 @@ import { type ImageRows, countPads, expandPads } from '../engine/image-rows.js';
 import { markerIds } from '../tokenizer/xtml/format.js';
 import { linkedAbort } from '../util/abort.js';
 import { relay } from '../util/relay.js';
+import { newCallId } from './call-ids.js';
 import { type ToolDecl, turnConstraint } from './constraints.js';
 import { ApiError, badRequest, fromClient } from './errors.js';
 import { promptOptions } from './prompt-options.js';
@@ -54,6 +55,8 @@ export interface TurnResult {
   /** Prompt tokens a session had already consumed, so they were not fed again. */
   cachedTokens: number;
   completionTokens: number;
+  /** Of the completion tokens, those sampled inside the reasoning block (its closing marker included). */
+  reasoningTokens?: number;
   prefillSeconds: number;
   generateSeconds: number;
   /** Expert-cache activity during the turn. */
@@ -259,16 +262,20 @@ export class Host {
           schema: req.schema,
           reasoningBudget: req.reasoningBudget,
           ...(format.syntax.tools === 'xtml' ? { markers: markerIds(tok) } : {}),
-          tools: toolsOffered ? { decls, required: req.toolChoice === 'required' || typeof req.toolChoice === 'object', parallel: req.parallelToolCalls && typeof req.toolChoice !== 'object' } : undefined,
+          tools: toolsOffered
+            ? { decls, required: req.toolChoice === 'required' || typeof req.toolChoice === 'object', parallel: req.parallelToolCalls && typeof req.toolChoice !== 'object', base: req.messages.reduce((n, m) => n + (m.toolCalls?.length ?? 0), 0) }
+            : undefined,
         }),
       ['E_ARG'],
       'the schema cannot be enforced: ',
     );
-    const forcedIds = plan.forcedSegments ? encodeSegments(tok, plan.forcedSegments) : plan.forced ? tok.encode(plan.forced, { markup: true }) : [];
+    const cap = Math.min(req.maxTokens ?? this.opts.maxTokens, this.opts.maxTokens);
+    // the forced beginning counts against the reply's tokens: a max_tokens it does not fit in cuts
+    // it there, and that is the whole reply (finish "length"), nothing sampled
+    const forcedIds = (plan.forcedSegments ? encodeSegments(tok, plan.forcedSegments) : plan.forced ? tok.encode(plan.forced, { markup: true }) : []).slice(0, cap);
     const all = [...ids, ...forcedIds];
     this.checkFits(all.length);
-    // the forced beginning counts against the reply's tokens
-    const maxTokens = Math.max(1, Math.min(Math.min(req.maxTokens ?? this.opts.maxTokens, this.opts.maxTokens) - forcedIds.length, limit - all.length));
+    const maxTokens = Math.min(cap - forcedIds.length, limit - all.length);
     const images = messageImages<ImageRows>(req.messages);
     return { req, ids: all, reasoningFirst, maxTokens, forced: plan.forced, forcedIds: forcedIds.length, constraint: plan.constraint, endTokens, toolsOffered, images };
   }
@@ -281,6 +288,8 @@ export class Host {
     const { req, ids, maxTokens, constraint, endTokens } = turn;
     const format = this.model.chatFormat();
     const tok = this.model.tokenizer();
+    // a reply that is its forced beginning cut by max_tokens samples nothing: no session needed
+    if (maxTokens === 0) return yield* this.turnOn(turn, signal, undefined, [], []);
     // at least one new token: the reply needs the logits after the last prompt token
     const { session, fresh, images, done } = this.sessionFor(ids, 1, turn.images);
     try {
@@ -290,20 +299,20 @@ export class Host {
     }
   }
 
-  private async *turnOn(turn: PreparedTurn, signal: AbortSignal, session: Session, fresh: number[], images: ImageRows[]): AsyncGenerator<TurnEvent, TurnResult> {
+  private async *turnOn(turn: PreparedTurn, signal: AbortSignal, session: Session | undefined, fresh: number[], images: ImageRows[]): AsyncGenerator<TurnEvent, TurnResult> {
     const { req, ids, maxTokens, constraint, endTokens } = turn;
     const format = this.model.chatFormat();
     const tok = this.model.tokenizer();
     const endId = tok.specialId(format.assistantEnd);
     const prompt = ids.slice(0, ids.length - turn.forcedIds);
-    const reader = replyReader(format, tok, prompt, { tools: turn.toolsOffered });
+    const reader = replyReader(format, tok, prompt, { tools: turn.toolsOffered, callId: newCallId });
     // stop strings: on what a person reads when the format's structure is in token ids (K3's), else on the text
     const stream = new ReplyStream(reader, reader.byToken ? (req.sampling.stop ?? []) : []);
     const forced = tok.decoder();
     for (const id of ids.slice(prompt.length)) yield* stream.push(id, forced.push(id));
     const before = this.model.stats();
     const local = linkedAbort(signal);
-    const gen = session.generate(fresh, {
+    const gen = session?.generate(fresh, {
       ...req.sampling,
       maxTokens,
       signal: local.controller.signal,
@@ -323,9 +332,12 @@ export class Host {
         yield { kind: 'logprob', entry };
       }
     }
-    let result: GenerationResult;
+    let result: GenerationResult = { text: '', tokens: [], finish: 'length', promptTokens: ids.length, prefillSeconds: 0, generateSeconds: 0 };
+    let reasoningTokens = 0;
     try {
-      result = yield* relay(gen, async function* (step: GeneratedToken): AsyncGenerator<TurnEvent> {
+      if (gen) result = yield* relay(gen, async function* (step: GeneratedToken): AsyncGenerator<TurnEvent> {
+        // sampled inside the reasoning block: the state before the token is read
+        if (step.token >= 0 && !ends.has(step.token) && reader.inReasoning) reasoningTokens++;
         if (logprobs && step.token >= 0 && !ends.has(step.token)) held.push({ token: step.token, logprob: step.logprob, top: step.top ?? [] });
         if (step.text) {
           yield* release();
@@ -336,14 +348,15 @@ export class Host {
       });
     } catch (e) {
       // whatever the engine's state is after a fault, the next turn starts from a clean one
-      session.reset();
+      session?.reset();
       throw e;
     } finally {
       local.dispose();
     }
     if (stream.stopped !== undefined) result = { ...result, finish: 'stop', stopString: stream.stopped };
     if (result.stopString === undefined) yield* release();
-    for (const ev of stream.flush()) yield ev;
+    // a forced beginning cut by max_tokens is unfinished markup: held back, it is not the content
+    if (gen) for (const ev of stream.flush()) yield ev;
     const after = this.model.stats();
     return {
       reasoning: stream.reasoning,
@@ -353,8 +366,9 @@ export class Host {
       ...(result.stopString !== undefined && req.sampling.stop?.includes(result.stopString) ? { stopString: result.stopString } : {}),
       // the forced beginning is part of the reply, though it was fed with the prompt
       promptTokens: ids.length - turn.forcedIds,
-      cachedTokens: Math.min(ids.length - fresh.length, ids.length - turn.forcedIds),
+      cachedTokens: session ? Math.min(ids.length - fresh.length, ids.length - turn.forcedIds) : 0,
       completionTokens: result.tokens.length + turn.forcedIds,
+      reasoningTokens,
       prefillSeconds: result.prefillSeconds,
       generateSeconds: result.generateSeconds,
       hits: after.hits - before.hits,

@@ -56,7 +56,8 @@ const ResponseFormat = z.discriminatedUnion('type', [
   }),
 ]);
 
-const Effort = z.enum(['none', 'minimal', 'low', 'medium', 'high', 'max']);
+/** OpenAI's efforts (none turns reasoning off) and `max`; a format maps them to the nearest it knows (K3's: see xtml/format.ts). */
+const Effort = z.enum(['none', 'minimal', 'low', 'medium', 'high', 'xhigh', 'max']);
 
 /*
  * Every number a request carries is bounded here, within what the library's sampler accepts
@@ -190,6 +191,15 @@ export function toolDecls(tools: z.infer<typeof Tool>[] | null | undefined, wher
   return out;
 }
 
+/**
+ * A final assistant message is continued as the reply's beginning (see promptOptions); an empty one
+ * begins it with nothing, which is the reply as if it were not there.
+ */
+export function dropEmptyFinal(messages: DraftMessage[]): void {
+  const last = messages[messages.length - 1];
+  if (messages.length > 1 && last.role === 'assistant' && !last.content && !last.toolCalls?.length && !last.reasoning && !last.parts?.length) messages.pop();
+}
+
 /** The sampling options of a request, in the engine's terms. */
 export function samplingOf(b: z.infer<typeof SamplingFields>): TurnRequest['sampling'] {
   const stop = typeof b.stop === 'string' ? [b.stop] : (b.stop ?? []);
@@ -230,6 +240,7 @@ export function chatTurn(b: ChatCompletionBody): DraftTurn {
       }
     }
   });
+  dropEmptyFinal(messages);
   const tools = toolDecls(b.tools);
   let toolChoice: TurnRequest['toolChoice'] = tools.length ? 'auto' : 'none';
   if (b.tool_choice) {

@@ -1,6 +1,5 @@
 import { randomBytes } from 'node:crypto';
 import type { Hono } from 'hono';
-import { ApiError, openaiErrorBody } from './errors.js';
 import { Host, type TokenLogprob, type TurnEvent, type TurnResult } from './host.js';
 import { ChatCompletionBody, chatTurn, parseBody } from './openai-request.js';
 import { type TurnLog, choiceSampling, collectTurn, holdEngine, queuedChoices, refuseIfBusy, streamChoices, streamTurn, wasteStats } from './run-turn.js';
@@ -12,7 +11,7 @@ const usage = (r: TurnResult) => ({
   total_tokens: r.promptTokens + r.completionTokens,
   // prompt tokens a kept session had already consumed (see --sessions)
   prompt_tokens_details: { cached_tokens: r.cachedTokens },
-  completion_tokens_details: { reasoning_tokens: 0 },
+  completion_tokens_details: { reasoning_tokens: r.reasoningTokens ?? 0 },
 });
 
 /** OpenAI's logprobs object: a token's text, its UTF-8 bytes and log-probability, and alternatives. */
@@ -28,27 +27,8 @@ function logprobsOf(host: Host, entries: TokenLogprob[]) {
 
 const toolCalls = (r: TurnResult) => r.toolCalls.map((c) => ({ id: c.id, type: 'function' as const, function: { name: c.name, arguments: c.arguments } }));
 
-/** POST /v1/chat/completions and GET /v1/models, in OpenAI's shapes. */
+/** POST /v1/chat/completions, in OpenAI's shapes (the models routes are in models.ts). */
 export function openaiRoutes(app: Hono<RouteEnv>, host: Host): void {
-  const modelObject = () => ({
-    id: host.opts.id,
-    object: 'model',
-    created: Math.floor(host.started / 1000),
-    owned_by: 'waste',
-    meta: {
-      context_length: host.contextLength,
-      layers: host.model.config.layers,
-      vocab: host.model.config.vocab,
-      experts: host.model.config.moe.experts,
-      experts_per_token: host.model.config.moe.topK,
-      budget_bytes: host.model.stats().budgetBytes,
-      // image_url parts are taken (a vision tower, not turned off)
-      vision: host.images.accepted,
-    },
-  });
-  app.get('/v1/models', (c) => c.json({ object: 'list', data: [modelObject()] }));
-  app.get('/v1/models/:id', (c) => (c.req.param('id') === host.opts.id ? c.json(modelObject()) : c.json(openaiErrorBody(new ApiError(404, `no model named "${c.req.param('id')}" (this server has "${host.opts.id}")`, 'invalid_request_error', 'model_not_found', 'model')), 404)));
-
   app.post('/v1/chat/completions', async (c) => {
     refuseIfBusy(host);
     const body = parseBody(ChatCompletionBody, await c.get('json')());

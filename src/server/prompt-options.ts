@@ -6,7 +6,8 @@ import type { TurnRequest } from './host.js';
 const RESERVED_VARS = new Set(['messages', 'tools', 'add_generation_prompt', 'bos_token', 'eos_token', 'documents', 'tool_choice']);
 
 /**
- * How a turn's conversation is rendered in `format`: the tools declared, the template variables
+ * How a turn's conversation is rendered in `format` (a final assistant message continued, not
+ * closed): the tools declared, the template variables
  * (`thinking`, `enable_thinking`, `reasoning_effort` over the client's chat_template_kwargs), and
  * for K3's format the tool_choice and response format it writes notes of. K3's format declares the
  * tools under tool_choice "none" too, with its note not to call them (as the release renders it);
@@ -22,7 +23,14 @@ export function promptOptions(req: TurnRequest, format: ChatFormat, open = true)
   const declared = req.toolChoice === 'none' && !xtml ? [] : req.tools;
   const tools = declared.map((t) => ({ type: 'function', function: { name: t.name, ...(t.description !== undefined ? { description: t.description } : {}), parameters: t.parameters } }));
   if (tools.length && !format.syntax.tools) throw badRequest(`this model's chat format (${format.source}) does not write tool calls, so tools cannot be offered`, 'tools');
-  const opts: EncodeOptions = { open, tools, vars, thinking: req.thinking, effort: req.effort };
+  // a final assistant message is the reply's beginning, continued (as Anthropic's prefill): the
+  // reply is what follows it
+  const continueFinal = open && req.messages[req.messages.length - 1]?.role === 'assistant';
+  if (continueFinal) {
+    const why = req.schema !== undefined ? 'response_format' : req.toolChoice === 'required' || typeof req.toolChoice === 'object' ? 'tool_choice' : undefined;
+    if (why) throw badRequest(`${why}: a final assistant message is continued as the reply's beginning, which cannot be held to ${why === 'tool_choice' ? 'a required tool call' : 'a JSON schema'}; end the conversation with a user (or tool) message`, why);
+  }
+  const opts: EncodeOptions = { open, tools, vars, thinking: req.thinking, effort: req.effort, ...(continueFinal ? { continueFinal } : {}) };
   if (req.tools.length) opts.toolChoice = req.toolChoice;
   if (req.responseType === 'json_object') opts.responseFormat = { type: 'json_object' };
   else if (req.responseType === 'json_schema') opts.responseFormat = { type: 'json_schema', json_schema: { schema: req.schema } };

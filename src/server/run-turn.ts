@@ -159,6 +159,7 @@ export function combined<R extends TurnResult>(results: R[]): R {
     ...results[0],
     finish: results.some((r) => r.finish === 'aborted') ? 'aborted' : results[results.length - 1].finish,
     completionTokens: sum((r) => r.completionTokens),
+    reasoningTokens: sum((r) => r.reasoningTokens ?? 0),
     prefillSeconds: sum((r) => r.prefillSeconds),
     generateSeconds: sum((r) => r.generateSeconds),
     hits: sum((r) => r.hits),

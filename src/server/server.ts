@@ -15,6 +15,8 @@ import { completionRoutes } from './completions.js';
 import { openaiRoutes } from './openai.js';
 import type { TurnLog } from './run-turn.js';
 import { webRoutes } from './web.js';
+import { checkListen, listenError } from './listen-check.js';
+import { modelRoutes } from './models.js';
 
 export interface ServerOptions {
   /** The container directory. */
@@ -204,6 +206,7 @@ export function createApp(host: Host, opts: Pick<ServerOptions, 'apiKey' | 'maxB
   });
 
   openaiRoutes(app, host);
+  modelRoutes(app, host);
   completionRoutes(app, host);
   anthropicRoutes(app, host);
   webRoutes(app);
@@ -252,6 +255,10 @@ async function openForParallel(dir: string, open: OpenOptions, kept: number, par
 /** Open the model and serve it; resolves once the server is listening. */
 export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   const kept = opts.sessions ?? opts.open?.sessions ?? 1;
+  const hostname = opts.host ?? '127.0.0.1';
+  const port = opts.port ?? 8000;
+  // a busy port or a host that is not this machine's is found before minutes of loading
+  await checkListen(hostname, port);
   requireTokenizerFiles(opts.model);
   const { model, parallel } = await openForParallel(opts.model, opts.open ?? {}, kept, opts.parallel);
   const sessions = Math.max(kept, parallel);
@@ -263,17 +270,16 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     await model.close();
     throw e;
   }
-  const hostname = opts.host ?? '127.0.0.1';
   const app = createApp(host, { ...opts, loopbackOnly: hostname === 'localhost' || hostname === '::1' || hostname.startsWith('127.') });
   let server: ReturnType<typeof serve>;
   try {
     server = await new Promise<ReturnType<typeof serve>>((resolve, reject) => {
-      const s = serve({ fetch: app.fetch, port: opts.port ?? 8000, hostname }, () => resolve(s));
+      const s = serve({ fetch: app.fetch, port, hostname }, () => resolve(s));
       s.once('error', reject);
     });
   } catch (e) {
     await host.close();
-    throw e;
+    throw listenError(e, hostname, port) ?? e;
   }
   const addr = server.address() as AddressInfo;
   const shown = addr.family === 'IPv6' ? `[${addr.address}]` : addr.address;

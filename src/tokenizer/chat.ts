@@ -54,6 +54,12 @@ export interface ToolCall {
 export interface EncodeOptions {
   /** End with the hand-over to the assistant (default true). */
   open?: boolean;
+  /**
+   * The conversation ends with an assistant message to continue (a prefill of the reply): it is
+   * rendered up to the end of its content and left open — nothing closes it and no hand-over
+   * follows — so the reply goes on from its last character. Takes the place of `open`.
+   */
+  continueFinal?: boolean;
   /** Tool declarations (OpenAI shape) for templates that render them. */
   tools?: unknown[];
   /** More template variables: `thinking`, `reasoning_effort`, a client's chat_template_kwargs… */
@@ -89,6 +95,18 @@ export interface ChatFormat {
   /** What ends an assistant turn: the markup after its content ("<|im_end|>" for Kimi). */
   readonly assistantEnd: string;
   readonly syntax: ReplySyntax;
+}
+
+/**
+ * The message a rendering leaves open for the reply to continue (`continueFinal`): the final one,
+ * which must be the assistant's, holding no tool calls (a call cannot be continued as text).
+ */
+export function continuedMessage(messages: readonly ChatMessage[], opts: EncodeOptions): ChatMessage | undefined {
+  if (!opts.continueFinal) return undefined;
+  const last = messages[messages.length - 1];
+  if (last?.role !== 'assistant') throw new WasteError('E_FORMAT', 'only a final assistant message can be continued');
+  if (last.toolCalls?.length) throw new WasteError('E_FORMAT', `messages[${messages.length - 1}]: a final assistant message is continued as the reply's beginning, and one with tool calls cannot be: send their results as tool messages`);
+  return last;
 }
 
 /** A piece of rendered conversation: markup, a message's text, or a generated message's ids. */
@@ -158,13 +176,14 @@ export class TurnChatFormat implements ChatFormat {
     const t = this.turns;
     const segments: Segment[] = [];
     const all = t.defaultSystem !== undefined && messages[0]?.role !== 'system' ? [{ role: 'system' as const, content: t.defaultSystem }, ...messages] : messages;
+    const continued = continuedMessage(messages, opts);
     for (const m of all) {
       const pair = m.role === 'system' ? (t.system ?? t.user) : m.role === 'tool' ? (t.tool ?? t.user) : t[m.role];
       segments.push({ kind: 'markup', text: pair[0] });
-      segments.push(m.ids ? { kind: 'ids', ids: m.ids } : { kind: 'text', text: m.content });
-      segments.push({ kind: 'markup', text: pair[1] });
+      segments.push(m.ids && m !== continued ? { kind: 'ids', ids: m.ids } : { kind: 'text', text: m.content });
+      if (m !== continued) segments.push({ kind: 'markup', text: pair[1] });
     }
-    if (opts.open ?? true) segments.push({ kind: 'markup', text: t.open });
+    if ((opts.open ?? true) && !continued) segments.push({ kind: 'markup', text: t.open });
     return segments;
   }
 }
@@ -234,7 +253,7 @@ export class JinjaChatFormat implements ChatFormat {
     this.assistantEnd = marker ? marker[0] : end.trimEnd();
   }
 
-  private renderTemplate(messages: ChatMessage[], open: boolean, tools?: unknown[], vars: Record<string, unknown> = {}): { segments: Segment[]; ids: Map<number, number[]> } {
+  private renderTemplate(messages: ChatMessage[], open: boolean, tools?: unknown[], vars: Record<string, unknown> = {}, continueFinal = false): { segments: Segment[]; ids: Map<number, number[]> } {
     const ids = new Map<number, number[]>();
     const wrapped = messages.map((m, i) => {
       const content = m.content.replace(SENTINELS, '');
@@ -261,6 +280,8 @@ export class JinjaChatFormat implements ChatFormat {
       throw new WasteError('E_FORMAT', `${this.source}: the chat template failed (${(e as Error).message})`);
     }
     const segments: Segment[] = [];
+    // the last segment that is the final message's content (where a continued message is cut)
+    let finalAt = -1;
     let i = 0;
     while (i < text.length) {
       const o = text.indexOf(OPEN, i);
@@ -277,8 +298,17 @@ export class JinjaChatFormat implements ChatFormat {
       if (end < 0 || !m || text.slice(o + 1, end).includes(OPEN)) throw this.mangled();
       const body = text.slice(o + 1 + m[0].length, end);
       const gen = m[1] === 's' ? undefined : ids.get(Number(m[1]));
-      segments.push(gen && body === messages[Number(m[1])].content.replace(SENTINELS, '') ? { kind: 'ids', ids: gen } : { kind: 'text', text: body });
+      if (continueFinal && m[1] === String(messages.length - 1)) {
+        finalAt = segments.length;
+        segments.push({ kind: 'text', text: body });
+      } else segments.push(gen && body === messages[Number(m[1])].content.replace(SENTINELS, '') ? { kind: 'ids', ids: gen } : { kind: 'text', text: body });
       i = end + 1;
+    }
+    if (continueFinal) {
+      // as Hugging Face's continue_final_message: the conversation rendered closed, cut after the
+      // final message's content
+      if (finalAt < 0) throw new WasteError('E_UNSUPPORTED', `${this.source}: the chat template does not write the final assistant message's content, so it cannot be continued`);
+      segments.length = finalAt + 1;
     }
     return { segments, ids };
   }
@@ -292,7 +322,8 @@ export class JinjaChatFormat implements ChatFormat {
   }
 
   render(messages: ChatMessage[], opts: EncodeOptions = {}): PromptSegment[] {
-    return this.renderTemplate(messages, opts.open ?? true, opts.tools, opts.vars).segments;
+    const continued = continuedMessage(messages, opts) !== undefined;
+    return this.renderTemplate(messages, (opts.open ?? true) && !continued, opts.tools, opts.vars, continued).segments;
   }
 }
 

@@ -50,7 +50,6 @@ export function registerServe(program: Command): void {
     const maxBodyBytes = parseSize(o.maxBody, undefined, '--max-body');
     const maxImageBytes = parseSize(o.maxImageSize, undefined, '--max-image-size');
     if (maxImageBytes > DEFAULT_MAX_IMAGE_BYTES) throw new WasteError('E_ARG', `--max-image-size ${o.maxImageSize}: at most ${DEFAULT_MAX_IMAGE_BYTES} bytes (the decoder's limit)`);
-    if (!LOOPBACK.has(o.host) && !o.apiKey) process.stderr.write(`waste serve: warning: listening on ${o.host} without --api-key: anyone who can reach this address can use the model\n`);
     const server = await startServer({
       model,
       open: openOptions(o, model),
@@ -66,6 +65,8 @@ export function registerServe(program: Command): void {
       images: { allowUrls: o.allowImageUrls, maxBytes: maxImageBytes, maxPixels: o.maxImagePixels },
       log: o.quiet ? false : undefined,
     });
+    // after the address was found usable: a refused --host is one line, not a warning and an error
+    if (!LOOPBACK.has(o.host) && !o.apiKey) process.stderr.write(`waste serve: warning: listening on ${o.host} without --api-key: anyone who can reach this address can use the model\n`);
     const s = server.host.model.stats();
     process.stderr.write(
       `waste serve: ${server.host.opts.id} (${model}), context ${server.host.contextLength}, ${server.host.queue.slots} at once, budget ${(s.budgetBytes / 1e9).toFixed(2)} GB, expert reads ${s.direct ? 'O_DIRECT' : 'buffered'}\n` +

@@ -20,7 +20,9 @@ const FIELDS = ['messages', 'tools', 'tool_choice', 'response_format', 'thinking
 const HELP = `
 FILE is a JSON object: "messages" (OpenAI's shape, content parts included), and optionally "tools",
 "tool_choice", "response_format", "thinking" (true/false), "thinking_effort", "add_generation_prompt"
-(default true) and, for K3, "image_sizes" ([[width, height], …] in pixels, one per image).
+(default true) and, for K3, "image_sizes" ([[width, height], …] in pixels, one per image). A final
+assistant message is continued, as the server continues it (a prefill of the reply): rendered up to
+the end of its content and left open; with "add_generation_prompt": false it is closed instead.
 
 For a Kimi K3 model these are the release renderer's own inputs, rendered as its encoding_k3.py
 renders them: thinking on unless false, and no effort note without "thinking_effort" (the server and
@@ -71,6 +73,8 @@ function xtmlSegments(doc: Record<string, unknown>): PromptSegment[] {
     thinking: (doc.thinking as boolean | null) ?? undefined,
     thinkingEffort: doc.thinking_effort as string | null | undefined,
     addGenerationPrompt: (doc.add_generation_prompt as boolean | null) ?? undefined,
+    // a final assistant message is continued, as the server does (a prefill of the reply)
+    continueFinal: (doc.add_generation_prompt ?? true) !== false && (doc.messages as { role?: unknown }[]).at(-1)?.role === 'assistant',
     images: (sizes as [number, number][] | undefined)?.map(([width, height]) => ({ width, height })),
   }).map(prompt);
 }

@@ -98,6 +98,7 @@ export class XtmlChatFormat implements ChatFormat {
         thinking,
         thinkingEffort: effort,
         addGenerationPrompt: opts.open ?? true,
+        continueFinal: opts.continueFinal,
       },
       { spans },
     );
@@ -105,7 +106,8 @@ export class XtmlChatFormat implements ChatFormat {
     const channel = thinking ? 'think' : 'response';
     let from = 0;
     messages.forEach((m, i) => {
-      if (!(tok && m.role === 'assistant' && m.ids && reusable(tok, m.ids, channel))) return;
+      // a continued message is rendered open, never as the closed reply its ids were
+      if (!(tok && m.role === 'assistant' && m.ids && reusable(tok, m.ids, channel)) || (opts.continueFinal && i === messages.length - 1)) return;
       const [s, e] = spans[i];
       for (const seg of segs.slice(from, s)) out.push(prompt(seg));
       // the message's opening as the generation prompt wrote it, then what the model wrote

@@ -27,6 +27,12 @@ export interface XtmlRequest {
   thinkingEffort?: string | null;
   /** End with the assistant's unclosed turn (default true). */
   addGenerationPrompt?: boolean;
+  /**
+   * The final message is the assistant's and is continued (a prefill of the reply): rendered after
+   * the notes, where the generation prompt would be, with its response element left open after its
+   * content. Not the release's: its renderer closes every message.
+   */
+  continueFinal?: boolean;
   /** The source size of each image, in order. Without it, an image part is the placeholder and a placeholder in text stays text. */
   images?: readonly { width: number; height: number }[];
   /**
@@ -133,7 +139,7 @@ function typeOf(v: unknown): string {
   return 'array';
 }
 
-function assistant(out: Segment[], m: Obj, images: Images, thinking: boolean, at: string): void {
+function assistant(out: Segment[], m: Obj, images: Images, thinking: boolean, at: string, open = false): void {
   // with thinking on every assistant message has the think element, empty or not; off, none at all
   if (thinking) {
     const reasoning = truthy(m.reasoning_content) ? m.reasoning_content : m.reasoning;
@@ -146,6 +152,10 @@ function assistant(out: Segment[], m: Obj, images: Images, thinking: boolean, at
   }
   openTag(out, 'response');
   appendContent(out, m.content, images, `${at}.content`);
+  if (open) {
+    if (truthy(m.tool_calls)) throw fail(`${at}: a final assistant message is continued as the reply's beginning, and one with tool calls cannot be: send their results as tool messages`);
+    return;
+  }
   closeTag(out, 'response');
   const calls = m.tool_calls;
   if (!truthy(calls)) return;
@@ -232,14 +242,19 @@ export function renderXtml(req: XtmlRequest, trace?: { spans: [number, number][]
   }
   let calls: unknown;
   let toolIndex = 0;
+  const named = (m: Obj, role: string, at: string): [string, string][] => [['role', role], ...(truthy(m.name) ? ([['name', str(m.name, `${at}.name`)]] as [string, string][]) : [])];
+  const last = messages.length - 1;
+  const continued = req.continueFinal ? messages[last] : undefined;
+  if (req.continueFinal && !(isObject(continued) && continued.role === 'assistant')) throw fail('only a final assistant message can be continued');
   messages.forEach((m, i) => {
     const at = `messages[${i}]`;
     const start = out.length;
+    // the continued message comes after the notes, where the generation prompt would be
+    if (continued && i === last) return;
     if (!isObject(m)) throw fail(`${at} must be an object`);
     const role = m.role;
-    const named = (role: string): [string, string][] => [['role', role], ...(truthy(m.name) ? ([['name', str(m.name, `${at}.name`)]] as [string, string][]) : [])];
     if (role === 'user' || (role === 'system' && !truthy(m.tools))) {
-      openTag(out, 'message', named(role));
+      openTag(out, 'message', named(m, role, at));
       appendContent(out, m.content, images, `${at}.content`);
       closeTag(out, 'message');
       push(out, END_OF_MSG, true);
@@ -266,7 +281,7 @@ export function renderXtml(req: XtmlRequest, trace?: { spans: [number, number][]
     } else if (role === 'assistant') {
       calls = m.tool_calls;
       toolIndex = 0;
-      openTag(out, 'message', named('assistant'));
+      openTag(out, 'message', named(m, 'assistant', at));
       assistant(out, m, images, thinking, at);
       closeTag(out, 'message');
       push(out, END_OF_MSG, true);
@@ -277,7 +292,12 @@ export function renderXtml(req: XtmlRequest, trace?: { spans: [number, number][]
   if (req.toolChoice === 'required') note(out, 'tool-choice', 'The system is invoked with `tool_choice=required`.\nYou MUST call tools in the next message.');
   else if (req.toolChoice === 'none') note(out, 'tool-choice', 'The system is invoked with `tool_choice=none`.\nYou MUST NOT call any tools in the next message.');
   responseFormatNote(out, req.responseFormat);
-  if (req.addGenerationPrompt ?? true) {
+  if (isObject(continued)) {
+    const start = out.length;
+    openTag(out, 'message', named(continued, 'assistant', `messages[${last}]`));
+    assistant(out, continued, images, thinking, `messages[${last}]`, true);
+    trace?.spans.push([start, out.length]);
+  } else if (req.addGenerationPrompt ?? true) {
     // handed over unclosed: the model continues the message, in the channel opened for it
     openTag(out, 'message', [['role', 'assistant']]);
     openTag(out, thinking ? 'think' : 'response');
