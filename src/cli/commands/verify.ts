@@ -12,7 +12,7 @@ import { modelOrDemo } from '../default-model.js';
 export function registerVerify(program: Command): void {
   program
     .command('verify')
-    .description("check trunk.bin and codebooks.bin against their SHA-256 and every expert record's header and CRC32; names the first bad file or record and exits 1")
+    .description("check trunk.bin and codebooks.bin against their SHA-256 and every expert record's header and CRC32; names the first bad file or record and exits 1 (also when a file has no checksum to check)")
     .argument('[model]', 'container directory or model name (default: the demo model that ships with waste)')
     .option('-q, --quiet', 'no progress output', false)
     .action((model: string | undefined, o: { quiet: boolean }) => {
@@ -42,10 +42,15 @@ export function registerVerify(program: Command): void {
           }
         }
         bar.done();
-        if (unsummed.length)
-          process.stdout.write(`note: no checksum${unsummed.length > 1 ? 's' : ''} for ${listed(unsummed)}: made by a writer that predates them\n`);
         const summed = files.length ? `${listed(files)} match${files.length > 1 ? ' their' : 'es its'} SHA-256; ` : '';
-        process.stdout.write(`ok: ${summed}${records} expert records in ${c.banks.size} banks (${formatSize(bytes)}) have valid headers and checksums\n`);
+        const checked = `${summed}${records} expert records in ${c.banks.size} banks (${formatSize(bytes)}) have valid headers and checksums`;
+        // what has no checksum could be damaged without a trace: not verified, so not ok
+        if (unsummed.length) {
+          process.stdout.write(`UNVERIFIED: manifest.json has no checksum for ${listed(unsummed)}, so ${unsummed.length > 1 ? 'their' : 'its'} bytes could not be checked (${checked})\n`);
+          process.exitCode = 1;
+          return;
+        }
+        process.stdout.write(`ok: ${checked}\n`);
       } catch (e) {
         if (e instanceof WasteError && e.code === 'E_IO') {
           process.stdout.write(`FAILED: ${e.message}\n`);
