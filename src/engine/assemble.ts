@@ -21,6 +21,9 @@ import { CheckpointSource } from '../model/sources/checkpoint-source.js';
 import { ContainerSource } from '../model/sources/container-source.js';
 import type { WeightSource } from '../model/sources/source.js';
 import { resolveModel } from '../store/names.js';
+import type { ChatFormat } from '../tokenizer/chat.js';
+import { openModelText } from '../tokenizer/model-text.js';
+import type { Tokenizer } from '../tokenizer/tokenizer.js';
 import { WasteError } from '../util/errors.js';
 import { formatSize } from '../util/size.js';
 import { type OpenOptions, type ResolvedOpenOptions, resolveOpenOptions } from './options.js';
@@ -55,6 +58,8 @@ export interface ModelParts {
   states: SequenceState[];
   /** The vision tower, when the model has one and room was reserved for it: loaded by the first image. */
   vision: VisionParts | undefined;
+  /** The tokenizer (null: the directory has none) and the chat format, read and checked against each other at open. */
+  text: { tokenizer: Tokenizer | null; format?: ChatFormat };
   /** Release what the model holds (threads, descriptors), after its last forward pass. */
   close(): Promise<void>;
 }
@@ -158,6 +163,8 @@ export async function assemble(model: string, opts: OpenOptions): Promise<ModelP
   let files: StreamFiles | undefined;
   let readers: ReaderPool | undefined;
   try {
+    // before the weights load: a model whose chat markup its tokenizer cannot read is refused at once
+    const text = openModelText(dir, { arch: arch.id, modelVocab: cfg.vocab }) ?? { tokenizer: null };
     let stride = 0;
     for (const b of container?.banks.values() ?? []) stride = Math.max(stride, b.stride);
     const vision = o.vision ? visionOf(arch, dir, src, cfg, threads, chunk, o.imagePatches, o.warn) : undefined;
@@ -256,6 +263,7 @@ export async function assemble(model: string, opts: OpenOptions): Promise<ModelP
       learn: o.learn && cache ? { everyMs: o.learnEvery * 1000, save: () => saveIfLearned(cache) } : undefined,
       states,
       vision,
+      text,
       async close() {
         try {
           cache?.drain();

@@ -34,6 +34,19 @@ export function loadTokenizer(dir: string, opts: { modelVocab?: number } = {}): 
 }
 
 /**
+ * The file that names a directory's special tokens, as loadTokenizer reads them: specials.json (a
+ * container's), tokenizer_config.json (a checkpoint's), or tokenizer.json; `present` false when
+ * none is there (then the one the directory's rank file goes with).
+ */
+export function specialsFile(dir: string): { file: string; present: boolean } {
+  const at = (f: string) => path.join(dir, f);
+  const rankFile = RANK_FILES.find((f) => fs.existsSync(at(f)));
+  if (!rankFile && fs.existsSync(at(HF_FILE))) return { file: at(HF_FILE), present: true };
+  for (const f of ['specials.json', 'tokenizer_config.json']) if (fs.existsSync(at(f))) return { file: at(f), present: true };
+  return { file: at(rankFile === 'tiktoken.model' ? 'tokenizer_config.json' : 'specials.json'), present: false };
+}
+
+/**
  * Fail at once, before a model is opened, when its directory has no tokenizer: commands that take
  * text need one, and loading the weights first would only delay the same error.
  */

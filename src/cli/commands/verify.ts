@@ -5,6 +5,7 @@ import { CODEBOOKS } from '../../container/codebooks.js';
 import { openModelContainer } from '../../model/registry.js';
 import { TRUNK } from '../../container/trunk.js';
 import { WasteError } from '../../util/errors.js';
+import { openModelText } from '../../tokenizer/model-text.js';
 import { Progress } from '../progress.js';
 import { formatSize } from '../../util/size.js';
 import { modelOrDemo } from '../default-model.js';
@@ -19,6 +20,13 @@ export function registerVerify(program: Command): void {
       const c = openModelContainer(modelOrDemo(model));
       try {
         if (c.manifest.sparse) throw new WasteError('E_ARG', `${c.dir} is a sparse container (sizes only, written by waste synth --sparse): it holds no records to verify`);
+        // the tokenizer and chat format as an open reads them: a damaged specials.json is a bad file too
+        try {
+          openModelText(c.dir, { arch: c.config.arch, modelVocab: c.config.vocab });
+        } catch (e) {
+          if (e instanceof WasteError) throw new WasteError('E_IO', e.message);
+          throw e;
+        }
         const sums = c.manifest.checksums;
         const files = [...sums.keys()];
         const unsummed = [TRUNK, ...(c.codebooks ? [CODEBOOKS] : [])].filter((f) => !sums.has(f));
