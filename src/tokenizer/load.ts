@@ -2,6 +2,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { WasteError } from '../util/errors.js';
 import { isObject } from '../util/fields.js';
+import { checkModelLinks } from '../util/model-dir.js';
 import { readBytes, readJson } from '../util/read.js';
 import { HfTokenizer } from './hf.js';
 import { parseRanks } from './ranks.js';
@@ -19,6 +20,7 @@ const HF_FILE = 'tokenizer.json';
  * but damaged.
  */
 export function loadTokenizer(dir: string, opts: { modelVocab?: number } = {}): Tokenizer | undefined {
+  checkModelLinks(dir);
   const at = (f: string) => path.join(dir, f);
   const rankFile = RANK_FILES.map(at).find((f) => fs.existsSync(f));
   if (rankFile) {
