@@ -20,6 +20,7 @@ import { architecture, architectureOf, openModelContainer } from '../model/regis
 import { CheckpointSource } from '../model/sources/checkpoint-source.js';
 import { ContainerSource } from '../model/sources/container-source.js';
 import type { WeightSource } from '../model/sources/source.js';
+import { markInUse } from '../store/in-use.js';
 import { resolveModel } from '../store/names.js';
 import type { ChatFormat } from '../tokenizer/chat.js';
 import { openModelText } from '../tokenizer/model-text.js';
@@ -159,6 +160,8 @@ export async function assemble(model: string, opts: OpenOptions): Promise<ModelP
   const { threads, ioThreads, chunk, maxContext, sessions } = o;
   const src = openSource(dir, o);
   const { config: cfg, arch, container } = src;
+  // a stored model in use is not removed by `waste rm` without --force
+  const inUse = markInUse(dir);
   let kernels: Kernels | undefined;
   let files: StreamFiles | undefined;
   let readers: ReaderPool | undefined;
@@ -275,6 +278,7 @@ export async function assemble(model: string, opts: OpenOptions): Promise<ModelP
         await r?.close();
         f?.close();
         src.close();
+        inUse();
       },
     };
   } catch (e) {
@@ -282,6 +286,7 @@ export async function assemble(model: string, opts: OpenOptions): Promise<ModelP
     await readers?.close();
     files?.close();
     src.close();
+    inUse();
     throw e;
   }
 }
