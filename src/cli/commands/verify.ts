@@ -13,7 +13,7 @@ import { modelOrDemo } from '../default-model.js';
 export function registerVerify(program: Command): void {
   program
     .command('verify')
-    .description("check trunk.bin and codebooks.bin against their SHA-256 and every expert record's header and CRC32; names the first bad file or record and exits 1 (also when a file has no checksum to check)")
+    .description("check trunk.bin and codebooks.bin against their SHA-256 and every expert record's header and CRC32, and the chat format's control tokens against specials.json; names the first bad file or record and exits 1 (also when a file has no checksum to check)")
     .argument('[model]', 'container directory or model name (default: the demo model that ships with waste)')
     .option('-q, --quiet', 'no progress output', false)
     .action((model: string | undefined, o: { quiet: boolean }) => {
