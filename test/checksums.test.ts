@@ -83,17 +83,24 @@ describe('checksums of trunk.bin and codebooks.bin', () => {
     assert.throws(() => openModelContainer(shorter), /^WasteError: codebooks\.bin: \d+ bytes, but manifest\.json's checksums say \d+; the file is truncated$/);
   });
 
-  it('a container without them (from a writer that predates them) says so and verifies', () => {
-    const d = copyContainer(good);
-    const m = manifestOf(d);
-    delete m.checksums;
-    fs.writeFileSync(path.join(d, 'manifest.json'), JSON.stringify(m));
-    const r = verify(d);
-    assert.equal(r.code, 0, r.err);
-    assert.equal(
-      r.out,
-      'note: no checksums for trunk.bin and codebooks.bin: made by a writer that predates them\nok: 24 expert records in 3 banks (192.0 KiB) have valid headers and checksums\n',
-    );
+  it('a container without them is unverified, not ok: verify says what it could not check and exits 1, damaged or not', () => {
+    const drop = (d: string, keep: string[] = []) => {
+      const m = manifestOf(d);
+      m.checksums = Object.fromEntries(Object.entries(m.checksums).filter(([f]) => keep.includes(f)));
+      if (!keep.length) delete m.checksums;
+      fs.writeFileSync(path.join(d, 'manifest.json'), JSON.stringify(m));
+      return d;
+    };
+    const records = '24 expert records in 3 banks (192.0 KiB) have valid headers and checksums';
+    for (const d of [drop(copyContainer(good)), drop(flipped('codebooks.bin', inCodebooks))]) {
+      const r = verify(d);
+      assert.equal(r.code, 1, r.err);
+      assert.equal(r.out, `UNVERIFIED: manifest.json has no checksum for trunk.bin and codebooks.bin, so their bytes could not be checked (${records})\n`);
+    }
+    // one of the two summed: that one is checked, the other named
+    const r = verify(drop(flipped('codebooks.bin', inCodebooks), ['trunk.bin']));
+    assert.equal(r.code, 1, r.err);
+    assert.equal(r.out, `UNVERIFIED: manifest.json has no checksum for codebooks.bin, so its bytes could not be checked (trunk.bin matches its SHA-256; ${records})\n`);
   });
 
   it('malformed entries name the field', () => {

@@ -3,6 +3,7 @@ import * as path from 'node:path';
 import { f16 } from '../util/f16.js';
 import { WasteError, fromSystemError, unsupported } from '../util/errors.js';
 import { isObject } from '../util/fields.js';
+import { checkModelLinks } from '../util/model-dir.js';
 import { openRegular, readJson } from '../util/read.js';
 
 /**
@@ -40,6 +41,7 @@ export class SafetensorsSet {
 
   /** The tensors of every `*.safetensors` named by the directory's index, or its single `model.safetensors`. */
   static open(dir: string): SafetensorsSet {
+    checkModelLinks(dir);
     const set = new SafetensorsSet();
     try {
       const indexFile = path.join(dir, 'model.safetensors.index.json');

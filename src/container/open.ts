@@ -3,6 +3,7 @@ import * as path from 'node:path';
 import type { ModelConfig } from '../core/model-config.js';
 import type { Fields } from '../util/fields.js';
 import { WasteError, fromSystemError } from '../util/errors.js';
+import { checkModelLinks } from '../util/model-dir.js';
 import { readBytes } from '../util/read.js';
 import { ExpertBank } from './bank.js';
 import { bytesChecksum, checkChecksum, checkLength } from './checksums.js';
@@ -47,6 +48,7 @@ export function openContainer<C extends ModelConfig>(dir: string, opts: OpenCont
     throw fromSystemError(dir, e);
   }
   if (!st.isDirectory()) throw new WasteError('E_IO', `${dir}: a container is a directory (with ${MANIFEST}, ${TRUNK}, …)`);
+  checkModelLinks(dir);
 
   const manifest = parseManifest(readBytes(path.join(dir, MANIFEST), MAX_MANIFEST_BYTES).toString('utf8'));
   const config = opts.parse(manifest.config);

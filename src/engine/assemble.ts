@@ -20,7 +20,11 @@ import { architecture, architectureOf, openModelContainer } from '../model/regis
 import { CheckpointSource } from '../model/sources/checkpoint-source.js';
 import { ContainerSource } from '../model/sources/container-source.js';
 import type { WeightSource } from '../model/sources/source.js';
+import { markInUse } from '../store/in-use.js';
 import { resolveModel } from '../store/names.js';
+import type { ChatFormat } from '../tokenizer/chat.js';
+import { openModelText } from '../tokenizer/model-text.js';
+import type { Tokenizer } from '../tokenizer/tokenizer.js';
 import { WasteError } from '../util/errors.js';
 import { formatSize } from '../util/size.js';
 import { type OpenOptions, type ResolvedOpenOptions, resolveOpenOptions } from './options.js';
@@ -55,6 +59,8 @@ export interface ModelParts {
   states: SequenceState[];
   /** The vision tower, when the model has one and room was reserved for it: loaded by the first image. */
   vision: VisionParts | undefined;
+  /** The tokenizer (null: the directory has none) and the chat format, read and checked against each other at open. */
+  text: { tokenizer: Tokenizer | null; format?: ChatFormat };
   /** Release what the model holds (threads, descriptors), after its last forward pass. */
   close(): Promise<void>;
 }
@@ -154,10 +160,14 @@ export async function assemble(model: string, opts: OpenOptions): Promise<ModelP
   const { threads, ioThreads, chunk, maxContext, sessions } = o;
   const src = openSource(dir, o);
   const { config: cfg, arch, container } = src;
+  // a stored model in use is not removed by `waste rm` without --force
+  const inUse = markInUse(dir);
   let kernels: Kernels | undefined;
   let files: StreamFiles | undefined;
   let readers: ReaderPool | undefined;
   try {
+    // before the weights load: a model whose chat markup its tokenizer cannot read is refused at once
+    const text = openModelText(dir, { arch: arch.id, modelVocab: cfg.vocab }) ?? { tokenizer: null };
     let stride = 0;
     for (const b of container?.banks.values() ?? []) stride = Math.max(stride, b.stride);
     const vision = o.vision ? visionOf(arch, dir, src, cfg, threads, chunk, o.imagePatches, o.warn) : undefined;
@@ -256,6 +266,7 @@ export async function assemble(model: string, opts: OpenOptions): Promise<ModelP
       learn: o.learn && cache ? { everyMs: o.learnEvery * 1000, save: () => saveIfLearned(cache) } : undefined,
       states,
       vision,
+      text,
       async close() {
         try {
           cache?.drain();
@@ -267,6 +278,7 @@ export async function assemble(model: string, opts: OpenOptions): Promise<ModelP
         await r?.close();
         f?.close();
         src.close();
+        inUse();
       },
     };
   } catch (e) {
@@ -274,6 +286,7 @@ export async function assemble(model: string, opts: OpenOptions): Promise<ModelP
     await readers?.close();
     files?.close();
     src.close();
+    inUse();
     throw e;
   }
 }

@@ -11,7 +11,7 @@ import type { Architecture, Network, SequenceState, VisionSpec, VisionTower } fr
 import { type ImageRoute, type RgbImage, toPatches } from '../image/preprocess.js';
 import { Arena } from '../memory/arena.js';
 import { type ChatFormat, loadChatFormat } from '../tokenizer/chat.js';
-import { loadTokenizer, noTokenizer } from '../tokenizer/load.js';
+import { noTokenizer } from '../tokenizer/load.js';
 import type { Tokenizer } from '../tokenizer/tokenizer.js';
 import { WasteError } from '../util/errors.js';
 import { type ModelParts, NO_CACHE, USAGE_FILE, assemble } from './assemble.js';
@@ -97,7 +97,7 @@ export class Model implements SessionHost {
   private readonly freeStates: SequenceState[];
   private readonly release_: () => Promise<void>;
   private closed = false;
-  private tok: Tokenizer | null | undefined;
+  private readonly tok: Tokenizer | null;
   private chatFmt: ChatFormat | undefined;
   private genDefaults: GenerationDefaults | undefined;
   private digest: Uint8Array | undefined;
@@ -127,6 +127,8 @@ export class Model implements SessionHost {
     this.freeStates = p.states;
     this.release_ = p.close;
     this.visionParts = p.vision;
+    this.tok = p.text.tokenizer;
+    this.chatFmt = p.text.format;
     if (this.elastic) {
       // an idle model still gives memory back when the machine needs it (unref'd: keeps no process alive)
       this.pollTimer = setInterval(() => {
@@ -293,9 +295,8 @@ export class Model implements SessionHost {
     return this.batcher.run(state, ids, allLogits, check);
   }
 
-  /** The model's tokenizer (loaded on first use); a clear error when the directory has none. */
+  /** The model's tokenizer (read at open); a clear error when the directory has none. */
   tokenizer(): Tokenizer {
-    if (this.tok === undefined) this.tok = loadTokenizer(this.dir, { modelVocab: this.config.vocab }) ?? null;
     if (!this.tok) throw noTokenizer(this.dir);
     return this.tok;
   }

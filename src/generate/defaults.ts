@@ -2,6 +2,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { WasteError } from '../util/errors.js';
 import { isObject } from '../util/fields.js';
+import { checkModelLinks } from '../util/model-dir.js';
 import { readJson } from '../util/read.js';
 import type { GenerateOptions } from './generate.js';
 
@@ -24,6 +25,7 @@ const KEYS: [string, keyof GenerationDefaults, number, number][] = [
  * false` means greedy, whatever the temperature says, as in transformers.
  */
 export function readGenerationDefaults(dir: string): GenerationDefaults {
+  checkModelLinks(dir);
   const file = path.join(dir, 'generation_config.json');
   if (!fs.existsSync(file)) return {};
   const doc = readJson(file);

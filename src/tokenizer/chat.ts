@@ -3,6 +3,7 @@ import * as path from 'node:path';
 import { Template } from '@huggingface/jinja';
 import { WasteError } from '../util/errors.js';
 import { isObject } from '../util/fields.js';
+import { checkModelLinks } from '../util/model-dir.js';
 import { readJson, readText } from '../util/read.js';
 import { KIMI_STYLE_TEMPLATE } from './kimi-template.js';
 import type { Tokenizer } from './tokenizer.js';
@@ -335,6 +336,7 @@ export class JinjaChatFormat implements ChatFormat {
  * template (chat_template.jinja, or tokenizer_config.json's chat_template), else Kimi's default.
  */
 export function loadChatFormat(dir: string, opts: { arch?: string } = {}): ChatFormat {
+  checkModelLinks(dir);
   const at = (f: string) => path.join(dir, f);
   const jinja = fs.existsSync(at('chat_template.jinja'));
   if (opts.arch === 'kimi-k3') return jinja ? new JinjaChatFormat(readText(at('chat_template.jinja')), at('chat_template.jinja')) : new XtmlChatFormat();

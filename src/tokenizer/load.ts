@@ -2,6 +2,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { WasteError } from '../util/errors.js';
 import { isObject } from '../util/fields.js';
+import { checkModelLinks } from '../util/model-dir.js';
 import { readBytes, readJson } from '../util/read.js';
 import { HfTokenizer } from './hf.js';
 import { parseRanks } from './ranks.js';
@@ -19,6 +20,7 @@ const HF_FILE = 'tokenizer.json';
  * but damaged.
  */
 export function loadTokenizer(dir: string, opts: { modelVocab?: number } = {}): Tokenizer | undefined {
+  checkModelLinks(dir);
   const at = (f: string) => path.join(dir, f);
   const rankFile = RANK_FILES.map(at).find((f) => fs.existsSync(f));
   if (rankFile) {
@@ -31,6 +33,19 @@ export function loadTokenizer(dir: string, opts: { modelVocab?: number } = {}): 
     return new HfTokenizer(readJson(at(HF_FILE)), cfg, at(HF_FILE));
   }
   return undefined;
+}
+
+/**
+ * The file that names a directory's special tokens, as loadTokenizer reads them: specials.json (a
+ * container's), tokenizer_config.json (a checkpoint's), or tokenizer.json; `present` false when
+ * none is there (then the one the directory's rank file goes with).
+ */
+export function specialsFile(dir: string): { file: string; present: boolean } {
+  const at = (f: string) => path.join(dir, f);
+  const rankFile = RANK_FILES.find((f) => fs.existsSync(at(f)));
+  if (!rankFile && fs.existsSync(at(HF_FILE))) return { file: at(HF_FILE), present: true };
+  for (const f of ['specials.json', 'tokenizer_config.json']) if (fs.existsSync(at(f))) return { file: at(f), present: true };
+  return { file: at(rankFile === 'tiktoken.model' ? 'tokenizer_config.json' : 'specials.json'), present: false };
 }
 
 /**

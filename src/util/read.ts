@@ -151,7 +151,9 @@ function tooLarge(file: string, max: number): WasteError {
   return new WasteError('E_FORMAT', `${file}: more than ${max} bytes, the most this file may hold`);
 }
 
-function kindOf(st: fs.Stats): string {
+/** What a file that is not a regular one is, for an error (from stat, or lstat: then a link is named as such). */
+export function kindOf(st: fs.Stats): string {
+  if (st.isSymbolicLink()) return 'a symlink';
   if (st.isDirectory()) return 'a directory';
   if (st.isFIFO()) return 'a FIFO';
   if (st.isCharacterDevice()) return 'a character device';

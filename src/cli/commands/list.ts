@@ -8,6 +8,7 @@ import { identityAside } from '../../convert/job.js';
 import { PidLock } from '../../util/pid-lock.js';
 import { checkStoreName, downloadsDir, modelsDir, pullLockFile, storedModel } from '../../store/home.js';
 import { readRecord, sizeOnDisk } from '../../store/record.js';
+import { usersOf } from '../../store/in-use.js';
 import { WasteError } from '../../util/errors.js';
 import { formatSize } from '../../util/size.js';
 import { processAlive } from '../../util/process-alive.js';
@@ -46,8 +47,11 @@ export function registerList(program: Command): void {
     .command('rm')
     .description('remove a model from the local store, with what an unfinished pull of it left (its downloads, a half-converted container)')
     .argument('<name>', 'a name from `waste list`, or of a pull that did not finish')
-    .action((name: string) => {
+    .option('--force', 'remove it even while a process (run, chat, serve) has it open', false)
+    .action((name: string, o: { force: boolean }) => {
       checkStoreName(name);
+      const user = usersOf(name)[0];
+      if (user && !o.force) throw new WasteError('E_STATE', `${name} is in use by process ${user.pid}${user.command ? ` (${user.command})` : ''}; stop it first, or remove it anyway with --force`);
       // held for the whole removal, so no pull into the name starts half-way through it (the lock
       // lives in downloads/, which a store that never pulled has not made yet)
       fs.mkdirSync(downloadsDir(), { recursive: true });

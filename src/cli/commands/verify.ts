@@ -5,6 +5,7 @@ import { CODEBOOKS } from '../../container/codebooks.js';
 import { openModelContainer } from '../../model/registry.js';
 import { TRUNK } from '../../container/trunk.js';
 import { WasteError } from '../../util/errors.js';
+import { openModelText } from '../../tokenizer/model-text.js';
 import { Progress } from '../progress.js';
 import { formatSize } from '../../util/size.js';
 import { modelOrDemo } from '../default-model.js';
@@ -12,13 +13,20 @@ import { modelOrDemo } from '../default-model.js';
 export function registerVerify(program: Command): void {
   program
     .command('verify')
-    .description("check trunk.bin and codebooks.bin against their SHA-256 and every expert record's header and CRC32; names the first bad file or record and exits 1")
+    .description("check trunk.bin and codebooks.bin against their SHA-256 and every expert record's header and CRC32, and the chat format's control tokens against specials.json; names the first bad file or record and exits 1 (also when a file has no checksum to check)")
     .argument('[model]', 'container directory or model name (default: the demo model that ships with waste)')
     .option('-q, --quiet', 'no progress output', false)
     .action((model: string | undefined, o: { quiet: boolean }) => {
       const c = openModelContainer(modelOrDemo(model));
       try {
         if (c.manifest.sparse) throw new WasteError('E_ARG', `${c.dir} is a sparse container (sizes only, written by waste synth --sparse): it holds no records to verify`);
+        // the tokenizer and chat format as an open reads them: a damaged specials.json is a bad file too
+        try {
+          openModelText(c.dir, { arch: c.config.arch, modelVocab: c.config.vocab });
+        } catch (e) {
+          if (e instanceof WasteError) throw new WasteError('E_IO', e.message);
+          throw e;
+        }
         const sums = c.manifest.checksums;
         const files = [...sums.keys()];
         const unsummed = [TRUNK, ...(c.codebooks ? [CODEBOOKS] : [])].filter((f) => !sums.has(f));
@@ -42,10 +50,15 @@ export function registerVerify(program: Command): void {
           }
         }
         bar.done();
-        if (unsummed.length)
-          process.stdout.write(`note: no checksum${unsummed.length > 1 ? 's' : ''} for ${listed(unsummed)}: made by a writer that predates them\n`);
         const summed = files.length ? `${listed(files)} match${files.length > 1 ? ' their' : 'es its'} SHA-256; ` : '';
-        process.stdout.write(`ok: ${summed}${records} expert records in ${c.banks.size} banks (${formatSize(bytes)}) have valid headers and checksums\n`);
+        const checked = `${summed}${records} expert records in ${c.banks.size} banks (${formatSize(bytes)}) have valid headers and checksums`;
+        // what has no checksum could be damaged without a trace: not verified, so not ok
+        if (unsummed.length) {
+          process.stdout.write(`UNVERIFIED: manifest.json has no checksum for ${listed(unsummed)}, so ${unsummed.length > 1 ? 'their' : 'its'} bytes could not be checked (${checked})\n`);
+          process.exitCode = 1;
+          return;
+        }
+        process.stdout.write(`ok: ${checked}\n`);
       } catch (e) {
         if (e instanceof WasteError && e.code === 'E_IO') {
           process.stdout.write(`FAILED: ${e.message}\n`);
