@@ -3,10 +3,14 @@
 
 One module for the HuggingFace `model_type`s qwen3_moe, mixtral, olmoe, glm4_moe and gpt_oss: it
 reads a HuggingFace checkpoint folder (config.json + safetensors, single or sharded with
-model.safetensors.index.json), decodes every tensor it needs to float64 (BF16, F16, F32, F64, and
-gpt-oss's MXFP4 `*_blocks`/`*_scales`), and runs the decoder the plain way in float64: one position
-after another is never needed, the whole prompt is one causal prefill, experts are evaluated only
-for the tokens routed to them. `moe_ref.py` is the command line; `test_moe_refs.py` the self-checks.
+model.safetensors.index.json), decodes every tensor it needs to float64 (BF16, F16, F32, F64,
+gpt-oss's MXFP4 `*_blocks`/`*_scales`, and F8_E4M3 weights with 2-D block scales `*_scale_inv` as in
+DeepSeek-V3's and Qwen's FP8 releases, mixed freely with BF16 tensors: Checkpoint.weight), and runs
+the decoder the plain way in float64: one position after another is never needed, the whole prompt
+is one causal prefill, experts are evaluated only for the tokens routed to them. `moe_ref.py` is the
+command line; `test_moe_refs.py` the self-checks (test_moe_refs2.py checks the FP8 reading). The
+sibling modules deepseek_model.py (deepseek_v3, kimi_k2) and qwen_next_model.py (qwen3_next,
+qwen3_5_moe) reuse this reader and the building blocks below.
 
 Written from the published architecture (the HF definitions in huggingface/transformers,
 src/transformers/models/<type>/{modeling,modular,configuration}_<type>.py and
@@ -151,10 +155,36 @@ _FLOAT = {"F64": (torch.float64, 8), "F32": (torch.float32, 4), "F16": (torch.fl
 _INT = {"U8": (torch.uint8, 1), "I8": (torch.int8, 1)}
 
 
+def _e4m3_values():
+    """The 256 float8_e4m3fn (OCP FP8 E4M3, "fn": finite, no infinities) byte values: sign bit 7,
+    exponent bits 6..3 (bias 7), mantissa bits 2..0; exponent 0 is subnormal (m/8 * 2^-6); 0x7F and
+    0xFF are NaN (as NaN here, refused by decode), so the largest magnitude is 0x7E = 448."""
+    vals = []
+    for b in range(256):
+        sign = -1.0 if b & 0x80 else 1.0
+        e, m = (b >> 3) & 15, b & 7
+        if e == 15 and m == 7:
+            vals.append(float("nan"))
+        elif e == 0:
+            vals.append(sign * m / 8.0 * 2.0 ** -6)
+        else:
+            vals.append(sign * (1.0 + m / 8.0) * 2.0 ** (e - 7))
+    return torch.tensor(vals, dtype=DT)
+
+
+E4M3 = _e4m3_values()
+
+
 def decode(raw, dtype):
-    """Bytes of a safetensors dtype -> a flat float64 (floats) or integer tensor."""
+    """Bytes of a safetensors dtype -> a flat float64 (floats) or integer tensor. F8_E4M3 gives the
+    raw FP8 values (no block scale: Checkpoint.weight applies it); a NaN byte (0x7F/0xFF) is refused."""
     if len(raw) == 0:
         return torch.zeros(0, dtype=DT)
+    if dtype == "F8_E4M3":
+        codes = torch.frombuffer(bytearray(raw), dtype=torch.uint8).to(torch.int64)
+        if bool(((codes & 0x7F) == 0x7F).any()):
+            raise ValueError("F8_E4M3 NaN byte (0x7F/0xFF) in a weight")
+        return E4M3[codes]
     if dtype == "BF16":
         return torch.frombuffer(bytearray(raw), dtype=torch.int16).to(torch.int32).bitwise_left_shift(16).view(torch.float32).to(DT)
     if dtype in _FLOAT:
@@ -165,6 +195,8 @@ def decode(raw, dtype):
 
 
 def itemsize(dtype):
+    if dtype == "F8_E4M3":
+        return 1
     if dtype in _FLOAT:
         return _FLOAT[dtype][1]
     if dtype in _INT:
@@ -208,6 +240,10 @@ class Checkpoint:
             raise KeyError(f"{self.path}: tensor {name} not in the checkpoint")
         return self.where[name][2]
 
+    def _no_fp8(self, name):
+        if self.meta(name)["dtype"] == "F8_E4M3":
+            raise ValueError(f"{name}: F8_E4M3 is read only as a whole 2-D weight with its block scales")
+
     def _bytes(self, name, start=0, count=None):
         fn, base, meta = self.where[name]
         b, e = meta["data_offsets"]
@@ -226,23 +262,64 @@ class Checkpoint:
 
     def slab(self, name, i):
         """Element i along the first dimension (one expert of a stacked tensor)."""
+        self._no_fp8(name)
         m = self.meta(name)
         shape = m["shape"]
         per = itemsize(m["dtype"]) * math.prod(shape[1:])
         return decode(self._bytes(name, i * per, per), m["dtype"]).reshape(shape[1:])
 
+    def fp8_block(self):
+        """(rows, cols) of one FP8 scale block: quantization_config.weight_block_size (also looked
+        for in text_config), default 128 x 128. Other quantization methods are refused."""
+        q = self.cfg.get("quantization_config") or (self.cfg.get("text_config") or {}).get("quantization_config")
+        if not q:
+            return (128, 128)
+        method = q.get("quant_method")
+        if method not in (None, "fp8"):
+            raise ValueError(f"quantization_config.quant_method {method!r} is not supported (only fp8 blocks)")
+        if q.get("fmt", "e4m3") != "e4m3":
+            raise ValueError(f"fp8 format {q.get('fmt')!r} is not supported (only e4m3)")
+        b = q.get("weight_block_size") or [128, 128]
+        return (int(b[0]), int(b[1]))
+
+    def weight(self, name):
+        """A weight, float64 in its stored shape; an F8_E4M3 one is dequantized with `<name>_scale_inv`
+        (one scale per block of fp8_block() rows x cols, partial blocks at the right and bottom
+        edges): W[i, j] = fp8[i, j] * scale_inv[i // b0, j // b1]. Other dtypes are read as stored,
+        so a checkpoint may mix FP8 and BF16 tensors."""
+        m = self.meta(name)
+        if m["dtype"] != "F8_E4M3":
+            return self.tensor(name)
+        sname = name + "_scale_inv"
+        if not self.has(sname):
+            raise ValueError(f"{name} is F8_E4M3 but {sname} is missing")
+        return fp8_dequant(self.tensor(name), self.tensor(sname), self.fp8_block(), name)
+
     def rows(self, name, ids):
         """Rows `ids` of a 2-D float tensor (an embedding), float64 [len(ids), cols]."""
+        self._no_fp8(name)
         m = self.meta(name)
         cols = m["shape"][1]
         per = itemsize(m["dtype"]) * cols
         return torch.stack([decode(self._bytes(name, i * per, per), m["dtype"]) for i in ids])
 
     def row_range(self, name, a, b):
+        self._no_fp8(name)
         m = self.meta(name)
         cols = m["shape"][1]
         per = itemsize(m["dtype"]) * cols
         return decode(self._bytes(name, a * per, (b - a) * per), m["dtype"]).reshape(b - a, cols)
+
+
+def fp8_dequant(q, scale, block, name="weight"):
+    """q [R, C] FP8 values (float64), scale [ceil(R/b0), ceil(C/b1)] -> q * the scale of its block."""
+    if q.dim() != 2 or scale.dim() != 2:
+        raise ValueError(f"{name}: FP8 block dequantization needs 2-D tensors, got {tuple(q.shape)}, {tuple(scale.shape)}")
+    (R, C), (b0, b1) = q.shape, block
+    want = (-(-R // b0), -(-C // b1))
+    if tuple(scale.shape) != want:
+        raise ValueError(f"{name}: scale_inv {tuple(scale.shape)}, expected {want} for {R}x{C} in {b0}x{b1} blocks")
+    return q * scale.repeat_interleave(b0, 0)[:R].repeat_interleave(b1, 1)[:, :C]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -277,6 +354,11 @@ _DEFAULTS = {
     "olmoe": (1e-5, 10000.0, 1.0, False),
     "glm4_moe": (1e-5, 10000.0, 0.5, False),
     "gpt_oss": (1e-5, 150000.0, 1.0, False),
+    # the sibling modules deepseek_model.py and qwen_next_model.py use rope_setup with these
+    "deepseek_v3": (1e-6, 10000.0, 1.0, False),
+    "kimi_k2": (1e-6, 10000.0, 1.0, False),
+    "qwen3_next": (1e-6, 10000.0, 0.25, False),
+    "qwen3_5_moe": (1e-6, 10000.0, 0.25, False),
 }
 _GPT_OSS_ROPE = {"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0,
                  "truncate": False, "original_max_position_embeddings": 4096}
@@ -607,6 +689,11 @@ def expected_tensors(c):
     return n
 
 
+def fp8_scales(ck, names):
+    """The `<name>_scale_inv` companions of those of `names` the checkpoint stores as F8_E4M3."""
+    return {n + "_scale_inv" for n in names if ck.has(n) and ck.meta(n)["dtype"] == "F8_E4M3"}
+
+
 def mtp_layer(name, c):
     """Whether a tensor belongs to a layer past num_hidden_layers (glm4_moe's MTP layers)."""
     parts = name.split(".")
@@ -639,14 +726,15 @@ class Model:
             want = [n.replace("_proj_blocks", "_proj") for n in want if not n.endswith("_scales")]
         have = set(self.ck.names())
         missing = [n for n in want if n not in have]
-        extra = sorted(n for n in have - set(want) if not mtp_layer(n, c))
+        want = set(want) | fp8_scales(self.ck, want)
+        extra = sorted(n for n in have - want if not mtp_layer(n, c))
         return missing, extra
 
     def w(self, name):
-        return self.ck.tensor(name)
+        return self.ck.weight(name)
 
     def opt(self, name):
-        return self.ck.tensor(name) if self.ck.has(name) else None
+        return self.ck.weight(name) if self.ck.has(name) else None
 
     def linear(self, x, name, bias):
         y = x @ self.w(name + ".weight").t()
