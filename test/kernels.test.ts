@@ -378,6 +378,44 @@ describe('kernels: WebAssembly vs TypeScript reference', () => {
     });
   }
 
+  it('attend: causal attention over a key/value cache (GQA, rings, sinks)', () => {
+    // [heads, kvHeads, headDim, lo, hi, slots, sinks]
+    const cases: [number, number, number, number, number, number, boolean][] = [
+      [4, 4, 16, 0, 0, 8, false], // MHA, the first position: the value itself
+      [8, 2, 13, 0, 20, 32, false], // GQA, an awkward head size
+      [6, 1, 32, 3, 40, 64, true], // MQA with sinks, a window that starts past 0
+      [4, 2, 8, 15, 22, 8, true], // a ring of 8 slots holding positions 15..22
+    ];
+    for (const [H, KV, D, lo, hi, slots, withSinks] of cases) {
+      const q = randF32(H * D, -2, 2);
+      const k = randF32(slots * KV * D);
+      const v = randF32(slots * KV * D);
+      const sinks = withSinks ? randF32(H, -1, 3) : undefined;
+      const scores = arena.allocF32(H * (hi - lo + 1));
+      const out = arena.allocF32(H * D);
+      const scale = 1 / Math.sqrt(D);
+      compare(`attend ${H}/${KV}×${D} ${lo}..${hi} in ${slots}`, [out], (kk) => kk.attend({ q, k, v, slots, heads: H, kvHeads: KV, headDim: D, lo, hi, scale, sinks, scores, out }), 1e-5);
+      // independently: every head by the definition, in float64
+      const want = new Float64Array(H * D);
+      for (let h = 0; h < H; h++) {
+        const g = Math.floor((h * KV) / H);
+        const w: number[] = [];
+        for (let j = lo; j <= hi; j++) {
+          let dot = 0;
+          for (let d = 0; d < D; d++) dot += q[h * D + d] * k[((j % slots) * KV + g) * D + d];
+          w.push(dot * scale);
+        }
+        const m = Math.max(...w, sinks ? sinks[h] : -Infinity);
+        const e = w.map((x) => Math.exp(x - m));
+        const z = e.reduce((a, b) => a + b, 0) + (sinks ? Math.exp(sinks[h] - m) : 0);
+        for (let d = 0; d < D; d++) for (let j = lo; j <= hi; j++) want[h * D + d] += (e[j - lo] / z) * v[((j % slots) * KV + g) * D + d];
+      }
+      on.w1.attend({ q, k, v, slots, heads: H, kvHeads: KV, headDim: D, lo, hi, scale, sinks, scores, out });
+      assert.ok(relErr(out, Float32Array.from(want)) < 1e-5, `attend ${H}/${KV}×${D} [seed ${seed}]: ${relErr(out, Float32Array.from(want))} from the definition`);
+      if (lo === hi && !withSinks) for (let h = 0; h < H; h++) for (let d = 0; d < D; d++) assert.equal(out[h * D + d], v[((lo % slots) * KV + Math.floor((h * KV) / H)) * D + d], 'one position: its value exactly');
+    }
+  });
+
   it('moeRoute and moeCombine', () => {
     for (const [E, K] of [[37, 5], [8, 1], [3, 3]]) {
       const logits = randF32(E, -4, 4);

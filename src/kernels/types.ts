@@ -116,6 +116,9 @@ export interface Kernels {
    */
   mlaHeads(p: MlaHeads): void;
 
+  /** Causal attention of one token over a key/value cache, every head: see Attend. */
+  attend(p: Attend): void;
+
   /**
    * Router for one token: logits → sigmoid scores (in place); top k of score + bias (ties to the
    * lower id) into ids; their unbiased scores, renormalised if asked, times scale, into w.
@@ -222,6 +225,32 @@ export interface KdaPrep {
  * ctx[h] = Σ_s softmax(score)_s c_s; o[h] = W_UV[h] · ctx[h].
  * The cache holds n latents of width latd = kvl + rope (normalised c, then k_pe).
  */
+/**
+ * Causal softmax attention of one token's query heads over a key/value cache (Kernels.attend):
+ * positions lo..hi, position j in slot j mod slots of `k` and `v` ([slots][kvHeads][headDim]),
+ * query head h reading kv head ⌊h / (heads / kvHeads)⌋; a sink logit per head (gpt-oss) joins the
+ * softmax's normaliser only.
+ */
+export interface Attend {
+  /** [heads][headDim], already rotated. */
+  q: Float32Array;
+  k: Float32Array;
+  v: Float32Array;
+  slots: number;
+  heads: number;
+  kvHeads: number;
+  headDim: number;
+  lo: number;
+  hi: number;
+  scale: number;
+  /** [heads] */
+  sinks?: Float32Array;
+  /** Scratch: [heads][hi − lo + 1]. */
+  scores: Float32Array;
+  /** [heads][headDim] */
+  out: Float32Array;
+}
+
 export interface MlaHeads {
   kvB: Tensor;
   q: Float32Array;

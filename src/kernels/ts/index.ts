@@ -1,7 +1,7 @@
 import type { Tensor } from '../../container/tensor.js';
 import { Fmt } from '../../container/format.js';
 import { f16 } from '../../util/f16.js';
-import type { Activations, KdaPrep, Kernels, MlaHeads, VqExpertJob, VqExpertShape, VqGeometry, VqMatrix } from '../types.js';
+import type { Activations, Attend, KdaPrep, Kernels, MlaHeads, VqExpertJob, VqExpertShape, VqGeometry, VqMatrix } from '../types.js';
 
 /**
  * The reference kernels, in plain TypeScript. Sums run in double precision and store to f32, so
@@ -394,6 +394,31 @@ const common: Omit<Kernels, 'name' | 'activations' | 'matmul' | 'matmulMany'> = 
       for (let j = 0; j < D; j++) ss += o[h * D + j] ** 2;
       const r = 1 / Math.sqrt(ss / D + eps);
       for (let j = 0; j < D; j++) o[h * D + j] = o[h * D + j] * r * w[j] * sigmoid(gate[h * D + j]);
+    }
+  },
+
+  attend(p: Attend) {
+    const { heads, kvHeads, headDim: D, lo, hi, slots } = p;
+    const rep = heads / kvHeads;
+    const n = hi - lo + 1;
+    const scores = new Float64Array(n);
+    for (let h = 0; h < heads; h++) {
+      const kv = Math.floor(h / rep) * D;
+      const at = (j: number) => (j % slots) * kvHeads * D + kv;
+      let max = p.sinks ? p.sinks[h] : -Infinity;
+      for (let j = lo; j <= hi; j++) {
+        let s = 0;
+        for (let d = 0; d < D; d++) s += p.q[h * D + d] * p.k[at(j) + d];
+        scores[j - lo] = s * p.scale;
+        if (scores[j - lo] > max) max = scores[j - lo];
+      }
+      let sum = p.sinks ? Math.exp(p.sinks[h] - max) : 0;
+      for (let i = 0; i < n; i++) sum += scores[i] = Math.exp(scores[i] - max);
+      for (let d = 0; d < D; d++) {
+        let acc = 0;
+        for (let j = lo; j <= hi; j++) acc += scores[j - lo] * p.v[at(j) + d];
+        p.out[h * D + d] = acc / sum;
+      }
     }
   },
 

@@ -2,7 +2,7 @@ import { Fmt } from '../../container/format.js';
 import type { Tensor } from '../../container/tensor.js';
 import { type Arena, arenaOf } from '../../memory/arena.js';
 import { WasteError } from '../../util/errors.js';
-import type { Activations, KdaPrep, Kernels, MlaHeads, VqExpertJob, VqExpertShape, VqGeometry, VqMatrix } from '../types.js';
+import type { Activations, Attend, KdaPrep, Kernels, MlaHeads, VqExpertJob, VqExpertShape, VqGeometry, VqMatrix } from '../types.js';
 import { type KernelExports, type ParallelKernel, instantiate, kernelModule } from './module.js';
 import { KernelPool } from './pool.js';
 
@@ -444,6 +444,21 @@ export class WasmKernels implements Kernels {
       p.heads,
       1,
       p.heads * ((p.nope + p.vh) * p.kvl + p.n * (latd + p.kvl)),
+    );
+  }
+
+  attend(p: Attend): void {
+    const a = this.arenaOfView(p.q, 'q');
+    const at = (x: Float32Array, n: string) => this.at(x, a, n);
+    const n = p.hi - p.lo + 1;
+    if (p.scores.length < p.heads * n) throw new WasteError('E_STATE', `attention scratch of ${p.scores.length} scores is less than ${p.heads} heads × ${n} positions`);
+    this.run(
+      'attend',
+      a,
+      [at(p.q, 'q'), at(p.k, 'k'), at(p.v, 'v'), p.slots, p.kvHeads, p.headDim, p.heads / p.kvHeads, p.lo, p.hi, p.scale, p.sinks ? at(p.sinks, 'sinks') : 0, at(p.scores, 'scores'), at(p.out, 'out')],
+      p.heads,
+      1,
+      p.heads * n * p.headDim * 2,
     );
   }
 

@@ -38,6 +38,7 @@ export type KernelExports = {
   kda_step: (...a: number[]) => void;
   kda_out: (...a: number[]) => void;
   mla_heads: (...a: number[]) => void;
+  attend: (...a: number[]) => void;
   rmsnorm: (...a: number[]) => void;
   silu_mul: (...a: number[]) => void;
   situ_mul: (...a: number[]) => void;
@@ -57,7 +58,7 @@ export type KernelExports = {
 };
 
 /** Kernels the pool can split across threads: their last three parameters are (tmp, begin, end). */
-export const PARALLEL_KERNELS = ['mm', 'mm16', 'mvt', 'vq_lut', 'vq_apply', 'kda_step', 'mla_heads', 'read_bw', 'vq_nearest', 'vq_subtract', 'dist_update', 'vit_attn', 'vq_lut2', 'vq_apply2', 'mmn', 'vq_experts'] as const;
+export const PARALLEL_KERNELS = ['mm', 'mm16', 'mvt', 'vq_lut', 'vq_apply', 'kda_step', 'mla_heads', 'read_bw', 'vq_nearest', 'vq_subtract', 'dist_update', 'vit_attn', 'vq_lut2', 'vq_apply2', 'mmn', 'vq_experts', 'attend'] as const;
 export type ParallelKernel = (typeof PARALLEL_KERNELS)[number];
 
 export function instantiate(module: WebAssembly.Module, memory: WebAssembly.Memory): KernelExports {
