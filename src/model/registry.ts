@@ -1,6 +1,6 @@
 import { type Container, type OpenContainerOptions, openContainer } from '../container/open.js';
 import type { ModelConfig } from '../core/model-config.js';
-import { unsupported } from '../util/errors.js';
+import { excerpt, unsupported } from '../util/errors.js';
 import type { Fields } from '../util/fields.js';
 import type { Architecture } from './architecture.js';
 import { kimiK3 } from './kimi-k3/index.js';
@@ -15,7 +15,7 @@ export function architectureOf(cfg: Fields): Architecture {
   const arch = ARCHITECTURES.find((a) => a.claims(cfg));
   if (!arch) {
     const t = textConfig(cfg);
-    const type = t.given('model_type') ? JSON.stringify(t.raw('model_type')) : '(none)';
+    const type = t.given('model_type') ? excerpt(String(JSON.stringify(t.raw('model_type')))) : '(none)';
     throw unsupported(`${cfg.file}: config.model_type ${type} (this build runs Kimi-Linear and Kimi K3 models)`);
   }
   return arch;

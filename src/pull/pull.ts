@@ -11,7 +11,7 @@ import { architectureOf } from '../model/registry.js';
 import { checkStoreName, downloadsDir, modelsDir, pullLockFile } from '../store/home.js';
 import { RECORD_FILE, recordText } from '../store/record.js';
 import { safePoint, whenAborted } from '../util/abort.js';
-import { WasteError, fromSystemError } from '../util/errors.js';
+import { WasteError, excerpt, fromSystemError, quoted } from '../util/errors.js';
 import { isObject } from '../util/fields.js';
 import { readBytes, readJson } from '../util/read.js';
 import { formatSize } from '../util/size.js';
@@ -93,9 +93,9 @@ export function parseSpec(spec: string): { repo: string; revision: string; short
   const revision = at > 0 ? spec.slice(at + 1) : 'main';
   const known = knownModel(base);
   const repo = known?.repo ?? base;
-  if (!/^[A-Za-z0-9][A-Za-z0-9._-]*\/[A-Za-z0-9][A-Za-z0-9._-]*$/.test(repo))
-    throw new WasteError('E_ARG', `${JSON.stringify(spec)} is not a repository (OWNER/NAME[@REVISION]) nor a known short name (kimi-linear, kimi-k3)`);
-  if (!/^[A-Za-z0-9][A-Za-z0-9._/-]{0,199}$/.test(revision) || revision.includes('..')) throw new WasteError('E_ARG', `${JSON.stringify(revision)} is not a revision`);
+  if (!/^[A-Za-z0-9][A-Za-z0-9._-]{0,95}\/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$/.test(repo))
+    throw new WasteError('E_ARG', `${quoted(spec)} is not a repository (OWNER/NAME[@REVISION], each part at most 96 characters) nor a known short name (kimi-linear, kimi-k3)`);
+  if (!/^[A-Za-z0-9][A-Za-z0-9._/-]{0,199}$/.test(revision) || revision.includes('..')) throw new WasteError('E_ARG', `${quoted(revision)} is not a revision`);
   return { repo, revision, short: known && known.short === base ? known.short : undefined };
 }
 
@@ -199,7 +199,7 @@ class Puller {
       weightMap = {};
       for (const [t, f] of Object.entries(map)) {
         if (typeof f !== 'string' || !/^[A-Za-z0-9._-]+\.safetensors$/.test(f) || !byPath.has(f))
-          throw new WasteError('E_FORMAT', `${repo}: model.safetensors.index.json maps ${t} to ${JSON.stringify(f)}, which is not a shard of the repository`);
+          throw new WasteError('E_FORMAT', `${repo}: model.safetensors.index.json maps ${excerpt(t)} to ${excerpt(String(JSON.stringify(f)))}, which is not a shard of the repository`);
         weightMap[t] = f;
       }
       shardNames = [...new Set(Object.values(weightMap))].sort();

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { Hono } from 'hono';
+import { quoted } from '../util/errors.js';
 import { ApiError, openaiErrorBody } from './errors.js';
 import { Host, type TokenLogprob, type TurnEvent, type TurnResult } from './host.js';
 import { ChatCompletionBody, chatTurn, parseBody } from './openai-request.js';
@@ -47,7 +48,7 @@ export function openaiRoutes(app: Hono<RouteEnv>, host: Host): void {
     },
   });
   app.get('/v1/models', (c) => c.json({ object: 'list', data: [modelObject()] }));
-  app.get('/v1/models/:id', (c) => (c.req.param('id') === host.opts.id ? c.json(modelObject()) : c.json(openaiErrorBody(new ApiError(404, `no model named "${c.req.param('id')}" (this server has "${host.opts.id}")`, 'invalid_request_error', 'model_not_found', 'model')), 404)));
+  app.get('/v1/models/:id', (c) => (c.req.param('id') === host.opts.id ? c.json(modelObject()) : c.json(openaiErrorBody(new ApiError(404, `no model named ${quoted(c.req.param('id'))} (this server has "${host.opts.id}")`, 'invalid_request_error', 'model_not_found', 'model')), 404)));
 
   app.post('/v1/chat/completions', async (c) => {
     refuseIfBusy(host);
