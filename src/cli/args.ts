@@ -1,5 +1,5 @@
 import { InvalidArgumentError } from 'commander';
-import { quoted } from '../util/errors.js';
+import { excerpt, quoted } from '../util/errors.js';
 
 /** Parsers for option values; each throws commander's InvalidArgumentError with a clear reason. */
 export function intArg(min: number, max = Number.MAX_SAFE_INTEGER) {
@@ -19,4 +19,19 @@ export function parseIds(value: string): number[] {
     if (!/^\d+$/.test(p)) throw new InvalidArgumentError(`${quoted(p)} is not a token id (a non-negative integer)`);
     return Number(p);
   });
+}
+
+/**
+ * A usage error as the CLI prints it: one line, as every other failure is — commander's message
+ * (its "error: " dropped, a suggestion it puts on a line of its own folded in, an argument it
+ * quotes cut to an excerpt) and where to read the usage.
+ */
+export function usageLine(message: string): string {
+  const text = message
+    .trim()
+    .replace(/^error: /, '')
+    .replace(/'([^']*)'/g, (_m, q: string) => `'${excerpt(q)}'`)
+    .split(/\s*\n\s*/)
+    .join(' ');
+  return `waste: ${text} (run with --help for usage)\n`;
 }

@@ -18,13 +18,17 @@ import { registerSynth } from './commands/synth.js';
 import { registerTemplate } from './commands/template.js';
 import { registerVerify } from './commands/verify.js';
 import { VERSION } from '../version.js';
+import { guardStdio } from './stdio.js';
+import { usageLine } from './args.js';
 
 /** Exit codes: 0 success, 1 failure (a damaged container, an I/O error…), 2 usage error. */
 export async function main(argv: string[]): Promise<number> {
+  guardStdio();
   const program = new Command('waste')
     .description('Run mixture-of-experts language models far larger than RAM.')
     .version(VERSION, '-v, --version')
-    .showHelpAfterError('(run with --help for usage)')
+    // a usage error is one line, as every other failure (commander's own are two or three)
+    .configureOutput({ outputError: (message, write) => write(usageLine(message)) })
     .configureHelp({ showGlobalOptions: true })
     .exitOverride();
   registerRun(program);
