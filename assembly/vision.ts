@@ -9,7 +9,7 @@ import { dotF32 } from './matmul';
  */
 export function vit_attn(qkv: usize, L: i32, heads: i32, hd: i32, scale: f32, out: usize, q0: i32, tmp: usize, i0: i32, i1: i32): void {
   const Q = <usize>heads * <usize>hd;
-  const stride = 3 * Q * 4;
+  const stride = Q * 12; // a row of qkv: 3·Q floats of 4 bytes
   for (let i = q0 + i0; i < q0 + i1; i++) {
     for (let h = 0; h < heads; h++) {
       const q = qkv + <usize>i * stride + ((<usize>h * <usize>hd) << 2);

@@ -80,7 +80,7 @@ describe('waste template', () => {
   it('refuses a bad request in one line naming the file (exit 2)', () => {
     for (const [request, why] of [
       ['{not json', /not a JSON request/],
-      [{ messages: [], reasoning_effort: 'high' }, /unknown field "reasoning_effort"/],
+      [{ messages: [], reasonning_effort: 'high' }, /unknown field "reasonning_effort"/],
       [{ messages: 'hi' }, /"messages" must be a list/],
       [{ messages: [{ role: 'user', content: 'x' }], thinking_effort: 'medium' }, /"medium" is not one K3 accepts/],
       [{ messages: [{ role: 'user', content: 'x' }], thinking: 'yes' }, /"thinking" must be true or false/],

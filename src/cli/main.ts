@@ -1,5 +1,5 @@
 import { Command, CommanderError } from 'commander';
-import { WasteError } from '../util/errors.js';
+import { WasteError, excerpt } from '../util/errors.js';
 import { registerBench } from './commands/bench.js';
 import { registerChat } from './commands/chat.js';
 import { registerEval } from './commands/eval.js';
@@ -18,13 +18,17 @@ import { registerSynth } from './commands/synth.js';
 import { registerTemplate } from './commands/template.js';
 import { registerVerify } from './commands/verify.js';
 import { VERSION } from '../version.js';
+import { guardStdio } from './stdio.js';
+import { usageLine } from './args.js';
 
 /** Exit codes: 0 success, 1 failure (a damaged container, an I/O error…), 2 usage error. */
 export async function main(argv: string[]): Promise<number> {
+  guardStdio();
   const program = new Command('waste')
     .description('Run mixture-of-experts language models far larger than RAM.')
     .version(VERSION, '-v, --version')
-    .showHelpAfterError('(run with --help for usage)')
+    // a usage error is one line, as every other failure (commander's own are two or three)
+    .configureOutput({ outputError: (message, write) => write(usageLine(message)) })
     .configureHelp({ showGlobalOptions: true })
     .exitOverride();
   registerRun(program);
@@ -62,7 +66,8 @@ function report(e: unknown): number {
     return e.code === 'E_ARG' ? 2 : 1;
   }
   const err = e as Error;
-  process.stderr.write(`waste: internal error: ${err && err.message ? err.message : String(e)}\n`);
+  // a bug's message may quote anything it was handed: its excerpt, on one line
+  process.stderr.write(`waste: internal error: ${excerpt(String(err && err.message ? err.message : e), 500).replace(/\s*\n\s*/g, ' ')}\n`);
   if (process.env.WASTE_DEBUG) process.stderr.write(`${err?.stack ?? ''}\n`);
   else process.stderr.write('waste: (set WASTE_DEBUG=1 for a stack trace, and please report this)\n');
   return 1;

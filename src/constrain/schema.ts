@@ -1,5 +1,5 @@
 import { Ajv2020 } from 'ajv/dist/2020.js';
-import { WasteError } from '../util/errors.js';
+import { WasteError, quoted } from '../util/errors.js';
 
 /*
  * The JSON Schema subset sampling can enforce, byte by byte:
@@ -116,22 +116,22 @@ export function checkSchema(schema: unknown): void {
 
 /** The schema a local $ref names (#, #/$defs/x, #/definitions/x, or any JSON pointer into the root). */
 export function resolveRef(root: unknown, ref: string, at: string): unknown {
-  if (!ref.startsWith('#')) throw bad(at, `"${ref}": only references within the schema (#/$defs/…, #/definitions/…) are supported`);
+  if (!ref.startsWith('#')) throw bad(at, `${quoted(ref)}: only references within the schema (#/$defs/…, #/definitions/…) are supported`);
   let pointer: string;
   try {
     pointer = decodeURIComponent(ref.slice(1));
   } catch {
-    throw bad(at, `"${ref}" is not a valid JSON pointer`);
+    throw bad(at, `${quoted(ref)} is not a valid JSON pointer`);
   }
-  if (pointer !== '' && !pointer.startsWith('/')) throw bad(at, `"${ref}": anchors are not supported, only JSON pointers such as #/$defs/name`);
+  if (pointer !== '' && !pointer.startsWith('/')) throw bad(at, `${quoted(ref)}: anchors are not supported, only JSON pointers such as #/$defs/name`);
   let node: unknown = root;
   for (const raw of pointer === '' ? [] : pointer.slice(1).split('/')) {
     const token = raw.replace(/~1/g, '/').replace(/~0/g, '~');
     const next = Array.isArray(node) ? (/^(0|[1-9]\d*)$/.test(token) ? node[Number(token)] : undefined) : isPlainObject(node) && Object.hasOwn(node, token) ? node[token] : undefined;
-    if (next === undefined) throw bad(at, `"${ref}" names nothing in the schema`);
+    if (next === undefined) throw bad(at, `${quoted(ref)} names nothing in the schema`);
     node = next;
   }
-  if (typeof node !== 'boolean' && !isPlainObject(node)) throw bad(at, `"${ref}" does not name a schema`);
+  if (typeof node !== 'boolean' && !isPlainObject(node)) throw bad(at, `${quoted(ref)} does not name a schema`);
   return node;
 }
 

@@ -2,7 +2,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { writeFileAtomic } from '../container/write.js';
 import { readGenerationDefaults } from '../generate/defaults.js';
-import { WasteError } from '../util/errors.js';
+import { WasteError, quoted } from '../util/errors.js';
 import { isObject } from '../util/fields.js';
 import { readBytes, readJson } from '../util/read.js';
 
@@ -34,8 +34,8 @@ export function copyTokenizerFiles(src: string, out: string): string[] {
     if (!isObject(decoder)) throw new WasteError('E_FORMAT', `${cfgFile}: added_tokens_decoder is not an object`);
     const specials = Object.entries(decoder).map(([id, v]) => {
       const n = Number(id);
-      if (!/^\d+$/.test(id) || !(n < 2 ** 31)) throw new WasteError('E_FORMAT', `${cfgFile}: added_tokens_decoder key "${id}" is not a token id`);
-      if (!isObject(v) || typeof v.content !== 'string') throw new WasteError('E_FORMAT', `${cfgFile}: added_tokens_decoder["${id}"].content is not a string`);
+      if (!/^\d+$/.test(id) || !(n < 2 ** 31)) throw new WasteError('E_FORMAT', `${cfgFile}: added_tokens_decoder key ${quoted(id)} is not a token id`);
+      if (!isObject(v) || typeof v.content !== 'string') throw new WasteError('E_FORMAT', `${cfgFile}: added_tokens_decoder[${quoted(id)}].content is not a string`);
       return { id: n, text: v.content };
     });
     specials.sort((a, b) => a.id - b.id);

@@ -1,8 +1,4 @@
-import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { readCheckpointConfig } from '../checkpoint/config.js';
-import { SafetensorsSet } from '../checkpoint/safetensors.js';
-import { CheckpointWeights } from '../checkpoint/weights.js';
 import type { Container } from '../container/open.js';
 import type { ModelConfig } from '../core/model-config.js';
 import { type CacheStats, ExpertCache } from '../experts/cache.js';
@@ -16,8 +12,7 @@ import { cpuCount } from '../kernels/wasm/pool.js';
 import { ARENA_RESERVED, Arena } from '../memory/arena.js';
 import { MemoryBudget } from '../memory/budget.js';
 import type { Architecture, Network, SequenceState, VisionSpec } from '../model/architecture.js';
-import { architecture, architectureOf, openModelContainer } from '../model/registry.js';
-import { CheckpointSource } from '../model/sources/checkpoint-source.js';
+import { architecture, isCheckpointDir, openModelCheckpoint, openModelContainer } from '../model/registry.js';
 import { ContainerSource } from '../model/sources/container-source.js';
 import type { WeightSource } from '../model/sources/source.js';
 import { markInUse } from '../store/in-use.js';
@@ -106,18 +101,7 @@ interface Opened {
 
 function openSource(dir: string, o: ResolvedOpenOptions): Opened {
   // a checkpoint folder (config.json and safetensors) is run with every weight in f32: the reference
-  if (!fs.existsSync(path.join(dir, 'manifest.json')) && fs.existsSync(path.join(dir, 'config.json'))) {
-    const { fields } = readCheckpointConfig(dir);
-    const arch = architectureOf(fields);
-    const config = arch.parseConfig(fields);
-    const st = SafetensorsSet.open(dir);
-    try {
-      return { kind: 'checkpoint', config, arch, source: new CheckpointSource(new CheckpointWeights(st, CheckpointWeights.prefixOf(st))), close: () => st.close() };
-    } catch (e) {
-      st.close();
-      throw e;
-    }
-  }
+  if (isCheckpointDir(dir)) return { kind: 'checkpoint', ...openModelCheckpoint(dir) };
   const container = openModelContainer(dir, { verify: o.verify });
   if (container.manifest.sparse) {
     container.close();

@@ -3,7 +3,7 @@ import { ACTIVATIONS, type Activations } from '../kernels/types.js';
 import { DEFAULT_CHUNK } from './plan.js';
 import type { MemorySample } from '../memory/pressure.js';
 import type { UsableRam } from './ram.js';
-import { WasteError } from '../util/errors.js';
+import { WasteError, quoted } from '../util/errors.js';
 
 export interface OpenOptions {
   /** RAM ceiling in bytes for everything the engine allocates (default: the plan's default budget). */
@@ -170,7 +170,7 @@ const NAMES: Record<string, string> = {
 export function resolveOpenOptions(opts: OpenOptions, defaultThreads: number): ResolvedOpenOptions {
   if (opts === null || typeof opts !== 'object') throw new WasteError('E_ARG', `open options must be an object (got ${opts === null ? 'null' : typeof opts})`);
   // a misspelt option would otherwise be ignored without a word
-  for (const key of Object.keys(opts)) if (!KNOWN.has(key)) throw new WasteError('E_ARG', `unknown open option "${key}" (known: ${[...KNOWN].join(', ')})`);
+  for (const key of Object.keys(opts)) if (!KNOWN.has(key)) throw new WasteError('E_ARG', `unknown open option ${quoted(key)} (known: ${[...KNOWN].join(', ')})`);
   const int = (key: keyof typeof OPTION_BOUNDS, fallback: number): number => {
     const v = (opts as Record<string, unknown>)[key] ?? fallback;
     const [lo, hi] = OPTION_BOUNDS[key];

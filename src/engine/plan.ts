@@ -133,6 +133,11 @@ export function planMemory(c: Container, opts: PlanOptions = {}): MemoryPlan {
   return planFor(arch, c.config, arch.planWeights(new ContainerSource(c), c.config, c.quant), stride, c.quant, opts);
 }
 
+/** The bytes of an arena of its own that holds `used` bytes: whole pages, its reserved head included. */
+export function arenaBytesFor(used: number): number {
+  return Math.ceil((ARENA_RESERVED + used) / WASM_PAGE) * WASM_PAGE;
+}
+
 /**
  * The plan for a model whose trunk groups take `groups` bytes and whose expert records take
  * `stride` bytes each (0: no streamed experts, e.g. a checkpoint with its experts in the trunk).
@@ -173,8 +178,7 @@ export function planFor(arch: Architecture, cfg: ModelConfig, groups: number[], 
     cur.groups.push(g);
     cur.used += bytes;
   });
-  const pages = (used: number) => Math.ceil((ARENA_RESERVED + used) / WASM_PAGE) * WASM_PAGE;
-  const visionBytes = opts.visionBytes ? pages(opts.visionBytes) : 0;
+  const visionBytes = opts.visionBytes ? arenaBytesFor(opts.visionBytes) : 0;
   if (visionBytes > cap) throw new WasteError('E_UNSUPPORTED', `unsupported: the vision tower needs ${formatSize(visionBytes)}, more than one memory arena holds (${formatSize(cap)})`);
 
   const elasticArenaBytes = Math.min(cap, Math.max(opts.cacheArenaBytes ?? ELASTIC_ARENA_BYTES, opts.cacheArenaBytes ? 0 : 8 * expertScratch));
@@ -198,7 +202,7 @@ export function planFor(arch: Architecture, cfg: ModelConfig, groups: number[], 
       used.push(start + n * stride);
       left -= n;
     }
-    arenas.forEach((a, i) => (a.bytes = pages(used[i])));
+    arenas.forEach((a, i) => (a.bytes = arenaBytesFor(used[i])));
     return { arenas, slots, bytes: arenas.reduce((s, a) => s + a.bytes, 0) + visionBytes };
   };
   const layout = (slots: number) => layoutIn(slots, limit, false);

@@ -1,6 +1,6 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { WasteError } from '../util/errors.js';
+import { WasteError, excerpt } from '../util/errors.js';
 import { isObject } from '../util/fields.js';
 import { checkModelLinks } from '../util/model-dir.js';
 import { readJson } from '../util/read.js';
@@ -35,7 +35,7 @@ export function readGenerationDefaults(dir: string): GenerationDefaults {
     const v = doc[key];
     if (v === undefined || v === null) continue;
     if (typeof v !== 'number' || !(v >= lo && v <= hi) || ((ours === 'topK' || ours === 'maxTokens') && !Number.isInteger(v)))
-      throw new WasteError('E_FORMAT', `${file}: "${key}" must be a number in ${lo}..${hi} (got ${JSON.stringify(v)})`);
+      throw new WasteError('E_FORMAT', `${file}: "${key}" must be a number in ${lo}..${hi} (got ${excerpt(String(JSON.stringify(v)))})`);
     out[ours] = v;
   }
   if (doc.do_sample === false) {

@@ -1,4 +1,4 @@
-import { WasteError } from '../util/errors.js';
+import { WasteError, excerpt } from '../util/errors.js';
 
 /** Decoded pixels: 8-bit RGB [height][width][3], and alpha [height][width] when the source has any. */
 export interface RgbImage {
@@ -229,7 +229,7 @@ export function toPatches(img: RgbImage, spec: ImageSpec, route: ImageRoute = 'w
     throw new WasteError('E_ARG', `an image of ${img.width} × ${img.height} pixels with ${img.rgb.length} RGB bytes`);
   if (route === 'waste') return wastePatches(img, spec);
   if (route === 'native') return nativePatches(img, spec);
-  throw new WasteError('E_ARG', `unknown image route ${JSON.stringify(route)} (waste or native)`);
+  throw new WasteError('E_ARG', `unknown image route ${excerpt(String(JSON.stringify(route)))} (waste or native)`);
 }
 
 /**

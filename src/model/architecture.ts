@@ -59,6 +59,8 @@ export interface VisionSupport {
    * widest input and most rows of its products (the kernels stage activations that big).
    */
   plan(src: WeightSource, spec: VisionSpec): { bytes: number; widest: number; rows: number };
+  /** The tower's shape as `waste info` shows it. */
+  describe(spec: VisionSpec): { layers: number; hidden: number; heads: number; parameters: number };
   /** Load the tower into `arena`, giving the event loop turns as it goes. */
   load(src: WeightSource, spec: VisionSpec, kernels: Kernels, arena: Arena): Promise<VisionTower>;
 }

@@ -1,11 +1,17 @@
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { readCheckpointConfig } from '../checkpoint/config.js';
+import { SafetensorsSet } from '../checkpoint/safetensors.js';
+import { CheckpointWeights } from '../checkpoint/weights.js';
 import { type Container, type OpenContainerOptions, openContainer } from '../container/open.js';
 import type { ModelConfig } from '../core/model-config.js';
-import { unsupported } from '../util/errors.js';
+import { excerpt, unsupported } from '../util/errors.js';
 import type { Fields } from '../util/fields.js';
 import type { Architecture } from './architecture.js';
 import { kimiK3 } from './kimi-k3/index.js';
 import { kimiLinear } from './kimi-linear/index.js';
 import { textConfig } from './parts/kimi-config.js';
+import { CheckpointSource } from './sources/checkpoint-source.js';
 
 /** Every architecture this build runs, the most specific first. */
 export const ARCHITECTURES: readonly Architecture[] = [kimiK3, kimiLinear];
@@ -15,7 +21,7 @@ export function architectureOf(cfg: Fields): Architecture {
   const arch = ARCHITECTURES.find((a) => a.claims(cfg));
   if (!arch) {
     const t = textConfig(cfg);
-    const type = t.given('model_type') ? JSON.stringify(t.raw('model_type')) : '(none)';
+    const type = t.given('model_type') ? excerpt(String(JSON.stringify(t.raw('model_type')))) : '(none)';
     throw unsupported(`${cfg.file}: config.model_type ${type} (this build runs Kimi-Linear and Kimi K3 models)`);
   }
   return arch;
@@ -36,4 +42,32 @@ export function parseModelConfig(cfg: Fields): ModelConfig {
 /** Open a container, its config read by its architecture. */
 export function openModelContainer(dir: string, opts: Omit<OpenContainerOptions<ModelConfig>, 'parse'> = {}): Container {
   return openContainer(dir, { ...opts, parse: parseModelConfig });
+}
+
+/** A HuggingFace checkpoint folder (config.json and safetensors, no manifest.json), which runs with every weight in f32: the reference. */
+export function isCheckpointDir(dir: string): boolean {
+  return !fs.existsSync(path.join(dir, 'manifest.json')) && fs.existsSync(path.join(dir, 'config.json'));
+}
+
+/** A checkpoint folder opened: its config read by its architecture, its tensors' headers (no weight is read). */
+export interface OpenedCheckpoint {
+  config: ModelConfig;
+  arch: Architecture;
+  source: CheckpointSource;
+  /** Every tensor's stored dtype and bytes. */
+  st: SafetensorsSet;
+  close(): void;
+}
+
+export function openModelCheckpoint(dir: string): OpenedCheckpoint {
+  const { fields } = readCheckpointConfig(dir);
+  const arch = architectureOf(fields);
+  const config = arch.parseConfig(fields);
+  const st = SafetensorsSet.open(dir);
+  try {
+    return { config, arch, st, source: new CheckpointSource(new CheckpointWeights(st, CheckpointWeights.prefixOf(st))), close: () => st.close() };
+  } catch (e) {
+    st.close();
+    throw e;
+  }
 }

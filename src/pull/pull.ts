@@ -1,4 +1,5 @@
 import * as fs from 'node:fs';
+import * as os from 'node:os';
 import * as path from 'node:path';
 import { readCheckpointConfig } from '../checkpoint/config.js';
 import { SafetensorsSet, headerLength } from '../checkpoint/safetensors.js';
@@ -11,7 +12,7 @@ import { architectureOf } from '../model/registry.js';
 import { checkStoreName, downloadsDir, modelsDir, pullLockFile } from '../store/home.js';
 import { RECORD_FILE, recordText } from '../store/record.js';
 import { safePoint, whenAborted } from '../util/abort.js';
-import { WasteError, fromSystemError } from '../util/errors.js';
+import { WasteError, excerpt, fromSystemError, quoted } from '../util/errors.js';
 import { isObject } from '../util/fields.js';
 import { readBytes, readJson } from '../util/read.js';
 import { formatSize } from '../util/size.js';
@@ -93,9 +94,9 @@ export function parseSpec(spec: string): { repo: string; revision: string; short
   const revision = at > 0 ? spec.slice(at + 1) : 'main';
   const known = knownModel(base);
   const repo = known?.repo ?? base;
-  if (!/^[A-Za-z0-9][A-Za-z0-9._-]*\/[A-Za-z0-9][A-Za-z0-9._-]*$/.test(repo))
-    throw new WasteError('E_ARG', `${JSON.stringify(spec)} is not a repository (OWNER/NAME[@REVISION]) nor a known short name (kimi-linear, kimi-k3)`);
-  if (!/^[A-Za-z0-9][A-Za-z0-9._/-]{0,199}$/.test(revision) || revision.includes('..')) throw new WasteError('E_ARG', `${JSON.stringify(revision)} is not a revision`);
+  if (!/^[A-Za-z0-9][A-Za-z0-9._-]{0,95}\/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$/.test(repo))
+    throw new WasteError('E_ARG', `${quoted(spec)} is not a repository (OWNER/NAME[@REVISION], each part at most 96 characters) nor a known short name (kimi-linear, kimi-k3)`);
+  if (!/^[A-Za-z0-9][A-Za-z0-9._/-]{0,199}$/.test(revision) || revision.includes('..')) throw new WasteError('E_ARG', `${quoted(revision)} is not a revision`);
   return { repo, revision, short: known && known.short === base ? known.short : undefined };
 }
 
@@ -104,12 +105,15 @@ export function parseSpec(spec: string): { repo: string; revision: string; short
  * shard's header (a few ranged reads each), and the conversion those imply.
  */
 export async function planPull(spec: string, opts: PullOptions = {}): Promise<PullPlan> {
-  const p = await Puller.prepare(spec, opts);
+  // a dry run writes nothing into the store (a pull would then find a pull to resume there): what
+  // it fetches (config, tokenizer, shard headers) goes to a directory of its own, removed after
+  const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'waste-pull-plan-'));
   try {
+    const p = await Puller.prepare(spec, opts, scratch);
+    p.st.close();
     return p.plan;
   } finally {
-    p.st.close();
-    p.lock.release();
+    fs.rmSync(scratch, { recursive: true, force: true });
   }
 }
 
@@ -121,7 +125,7 @@ export async function pull(spec: string, opts: PullOptions = {}): Promise<PullRe
     return await p.run(t0);
   } finally {
     p.st.close();
-    p.lock.release();
+    p.lock?.release();
   }
 }
 
@@ -131,8 +135,8 @@ class Puller {
   private constructor(
     readonly plan: PullPlan,
     readonly st: SafetensorsSet,
-    /** The name's lock: one pull into a name at a time. */
-    readonly lock: PidLock,
+    /** The name's lock: one pull into a name at a time (none for a plan, which writes into no store). */
+    readonly lock: PidLock | undefined,
     private readonly hub: Hub,
     private readonly dl: string,
     private readonly uses: ShardUse[],
@@ -142,24 +146,25 @@ class Puller {
     private readonly resumed: boolean,
   ) {}
 
-  static async prepare(spec: string, opts: PullOptions): Promise<Puller> {
+  /** The plan of a pull; `scratch`: a plan only, its downloads there rather than in the store, and no lock taken. */
+  static async prepare(spec: string, opts: PullOptions, scratch?: string): Promise<Puller> {
     const { repo, revision, short } = parseSpec(spec);
     const name = checkStoreName(opts.name ?? short ?? repo.split('/')[1]);
     const out = path.join(modelsDir(), name);
     if (fs.existsSync(path.join(out, 'manifest.json')) && !opts.force) throw new WasteError('E_ARG', `${name} is in the store already (${out}); \`waste rm ${name}\` first, or pass --force to replace it`);
     opts.signal?.throwIfAborted();
     const hub = new Hub(opts.hub, opts.signal);
-    const dl = path.join(downloadsDir(), name);
-    const lock = lockName(name);
+    const dl = scratch ?? path.join(downloadsDir(), name);
+    const lock = scratch === undefined ? lockName(name) : undefined;
     try {
       return await Puller.plan(repo, revision, name, hub, dl, lock, opts);
     } catch (e) {
-      lock.release();
+      lock?.release();
       throw e;
     }
   }
 
-  private static async plan(repo: string, revision: string, name: string, hub: Hub, dl: string, lock: PidLock, opts: PullOptions): Promise<Puller> {
+  private static async plan(repo: string, revision: string, name: string, hub: Hub, dl: string, lock: PidLock | undefined, opts: PullOptions): Promise<Puller> {
     const log = opts.log ?? (() => {});
     // a pull resumed reads the commit it started from, whatever the branch points to now
     const prev = readState(dl);
@@ -199,7 +204,7 @@ class Puller {
       weightMap = {};
       for (const [t, f] of Object.entries(map)) {
         if (typeof f !== 'string' || !/^[A-Za-z0-9._-]+\.safetensors$/.test(f) || !byPath.has(f))
-          throw new WasteError('E_FORMAT', `${repo}: model.safetensors.index.json maps ${t} to ${JSON.stringify(f)}, which is not a shard of the repository`);
+          throw new WasteError('E_FORMAT', `${repo}: model.safetensors.index.json maps ${excerpt(t)} to ${excerpt(String(JSON.stringify(f)))}, which is not a shard of the repository`);
         weightMap[t] = f;
       }
       shardNames = [...new Set(Object.values(weightMap))].sort();

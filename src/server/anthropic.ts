@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { Hono } from 'hono';
 import { streamSSE } from 'hono/streaming';
 import { z } from 'zod';
+import { quoted } from '../util/errors.js';
 import { anthropicErrorBody, asApiError, badRequest } from './errors.js';
 import type { Host, TurnRequest, TurnResult } from './host.js';
 import { type DraftMessage, type DraftTurn, type RequestImage, inlineSource, urlSource } from './image-parts.js';
@@ -114,7 +115,7 @@ function messagesTurn(b: MessagesBody): DraftTurn {
   if (tc?.type === 'none') toolChoice = 'none';
   else if (tc?.type === 'any') toolChoice = 'required';
   else if (tc?.type === 'tool') {
-    if (!tc.name || !tools.some((t) => t.name === tc.name)) throw badRequest(`tool_choice names "${tc.name ?? ''}", which is not among the tools`, 'tool_choice');
+    if (!tc.name || !tools.some((t) => t.name === tc.name)) throw badRequest(`tool_choice names ${quoted(tc.name ?? '')}, which is not among the tools`, 'tool_choice');
     toolChoice = { name: tc.name };
   }
   if (toolChoice !== 'none' && !tools.length) throw badRequest('tool_choice needs tools', 'tool_choice');

@@ -1,4 +1,4 @@
-import { WasteError, type WasteErrorCode } from '../util/errors.js';
+import { MAX_MESSAGE_CHARS, WasteError, type WasteErrorCode, excerpt } from '../util/errors.js';
 
 /**
  * An error a request gets back: its HTTP status, a message, and OpenAI's `type` / `code` / `param`
@@ -13,7 +13,8 @@ export class ApiError extends Error {
     readonly param: string | null = null,
     readonly headers: Record<string, string> = {},
   ) {
-    super(message);
+    // a net under any quote of the request that slipped past `quoted`
+    super(excerpt(message, MAX_MESSAGE_CHARS));
   }
 }
 

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { compileSchema } from '../constrain/schema-compile.js';
+import { quoted } from '../util/errors.js';
 import type { ToolDecl } from './constraints.js';
 import { badRequest, fromClient } from './errors.js';
 import type { TurnRequest } from './host.js';
@@ -146,7 +147,7 @@ function text(m: { role: string; content?: z.infer<typeof Content>; name?: strin
       const url = typeof r.data.image_url === 'string' ? r.data.image_url : r.data.image_url.url;
       return { source: urlSource(url, at), where: at };
     }
-    if (p.type !== 'text' || typeof (p as { text?: unknown }).text !== 'string') throw badRequest(`${at}: only text and image_url parts are supported (got "${p.type}")`, `${where}.content`);
+    if (p.type !== 'text' || typeof (p as { text?: unknown }).text !== 'string') throw badRequest(`${at}: only text and image_url parts are supported (got ${quoted(String(p.type))})`, `${where}.content`);
     return (p as { text: string }).text;
   });
   const texts = parts.filter((p): p is string => typeof p === 'string');
@@ -172,7 +173,7 @@ export function reasoningOf(effort: string | null | undefined, thinking: boolean
     return { thinking: false };
   }
   if (effort) {
-    if (on === false) throw badRequest(`thinking is off but reasoning_effort is "${effort}"`, 'reasoning_effort');
+    if (on === false) throw badRequest(`thinking is off but reasoning_effort is ${quoted(effort)}`, 'reasoning_effort');
     return { thinking: true, effort };
   }
   return on === undefined ? {} : { thinking: on };
@@ -183,7 +184,7 @@ export function toolDecls(tools: z.infer<typeof Tool>[] | null | undefined, wher
   const out: ToolDecl[] = [];
   const seen = new Set<string>();
   (tools ?? []).forEach((t, i) => {
-    if (seen.has(t.function.name)) throw badRequest(`tools[${i}]: a second function named "${t.function.name}"`, 'tools');
+    if (seen.has(t.function.name)) throw badRequest(`tools[${i}]: a second function named ${quoted(t.function.name)}`, 'tools');
     seen.add(t.function.name);
     const parameters = enforceable(t.function.parameters ?? { type: 'object', properties: {} }, where(i));
     out.push({ name: t.function.name, ...(t.function.description !== undefined ? { description: t.function.description } : {}), parameters });
@@ -247,7 +248,7 @@ export function chatTurn(b: ChatCompletionBody): DraftTurn {
     if (typeof b.tool_choice === 'string') toolChoice = b.tool_choice;
     else {
       const name = b.tool_choice.function.name;
-      if (!tools.some((t) => t.name === name)) throw badRequest(`tool_choice names "${name}", which is not among the tools`, 'tool_choice');
+      if (!tools.some((t) => t.name === name)) throw badRequest(`tool_choice names ${quoted(name)}, which is not among the tools`, 'tool_choice');
       toolChoice = { name };
     }
     if (toolChoice !== 'none' && !tools.length) throw badRequest('tool_choice needs tools', 'tool_choice');

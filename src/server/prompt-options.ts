@@ -1,4 +1,5 @@
 import type { ChatFormat, EncodeOptions } from '../tokenizer/chat.js';
+import { quoted } from '../util/errors.js';
 import { badRequest } from './errors.js';
 import type { TurnRequest } from './host.js';
 
@@ -15,7 +16,7 @@ const RESERVED_VARS = new Set(['messages', 'tools', 'add_generation_prompt', 'bo
  */
 export function promptOptions(req: TurnRequest, format: ChatFormat, open = true): EncodeOptions {
   for (const k of Object.keys(req.templateVars ?? {}))
-    if (RESERVED_VARS.has(k)) throw badRequest(`chat_template_kwargs may not set "${k}": the server does`, 'chat_template_kwargs');
+    if (RESERVED_VARS.has(k)) throw badRequest(`chat_template_kwargs may not set ${quoted(k)}: the server does`, 'chat_template_kwargs');
   const vars: Record<string, unknown> = { ...req.templateVars };
   if (req.thinking !== undefined) vars.thinking = vars.enable_thinking = req.thinking;
   if (req.effort !== undefined) vars.reasoning_effort = req.effort;

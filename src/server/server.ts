@@ -8,7 +8,7 @@ import { bodyLimit } from 'hono/body-limit';
 import { type OpenOptions, Model } from '../engine/model.js';
 import { ApiError, anthropicErrorBody, asApiError, badRequest, openaiErrorBody } from './errors.js';
 import { Host } from './host.js';
-import { WasteError } from '../util/errors.js';
+import { WasteError, excerpt, quoted } from '../util/errors.js';
 import type { ImageOptions } from './images.js';
 import { anthropicRoutes } from './anthropic.js';
 import { completionRoutes } from './completions.js';
@@ -142,7 +142,7 @@ export function createApp(host: Host, opts: Pick<ServerOptions, 'apiKey' | 'maxB
     // visitor's browser, so it could read /health (model, budget, queue, sessions) or drive /v1
     const host = c.req.header('host');
     if (opts.loopbackOnly && host !== undefined && !LOOPBACK_HOST.test(host))
-      return errorResponse(c.req.path, new ApiError(403, `the Host "${host}" is not this machine: the server listens on a loopback address (use --host to serve other names)`, 'permission_error', 'bad_host'));
+      return errorResponse(c.req.path, new ApiError(403, `the Host ${quoted(host)} is not this machine: the server listens on a loopback address (use --host to serve other names)`, 'permission_error', 'bad_host'));
     await next();
   });
 
@@ -158,7 +158,7 @@ export function createApp(host: Host, opts: Pick<ServerOptions, 'apiKey' | 'maxB
       } catch {
         /* "null" or garbage: refused below */
       }
-      if (from !== host) return errorResponse(c.req.path, new ApiError(403, `requests from web pages of another origin (${origin}) are refused`, 'permission_error', 'cross_origin'));
+      if (from !== host) return errorResponse(c.req.path, new ApiError(403, `requests from web pages of another origin (${excerpt(origin)}) are refused`, 'permission_error', 'cross_origin'));
     }
     if (opts.apiKey) {
       const auth = c.req.header('authorization');

@@ -1,7 +1,7 @@
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { WasteError } from '../util/errors.js';
+import { WasteError, quoted } from '../util/errors.js';
 
 /**
  * The local model store: `$WASTE_HOME` (default `~/.cache/waste`) holds `models/NAME/` (a
@@ -25,7 +25,7 @@ export function downloadsDir(): string {
 /** A store name: what a directory may be called on every file system, and never a path. */
 export function checkStoreName(name: string): string {
   if (typeof name !== 'string' || !/^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/.test(name) || /\.(partial|identity)$/.test(name))
-    throw new WasteError('E_ARG', `a model name is 1 to 100 letters, digits, '.', '_' or '-', starting with a letter or digit, not ending in .partial or .identity (got ${JSON.stringify(name)})`);
+    throw new WasteError('E_ARG', `a model name is 1 to 100 letters, digits, '.', '_' or '-', starting with a letter or digit, not ending in .partial or .identity (got ${quoted(String(name))})`);
   return name;
 }
 

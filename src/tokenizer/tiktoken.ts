@@ -1,4 +1,4 @@
-import { WasteError } from '../util/errors.js';
+import { WasteError, quoted } from '../util/errors.js';
 import { bytePairEncode } from './bpe.js';
 import { kimiChunks, kimiPattern } from './pattern.js';
 import type { Ranks } from './ranks.js';
@@ -6,6 +6,12 @@ import type { TokenDecoder, Tokenizer } from './tokenizer.js';
 
 /** Kimi reserves this many ids after the ranks for special tokens, named or not. */
 export const RESERVED_SPECIALS = 256;
+/**
+ * The longest text a special token may have. Real markers are a few dozen characters
+ * (`<|reserved_token_163839|>`); the specials become one regular expression, which V8 cannot
+ * compile once one literal in it runs to some hundred thousand characters.
+ */
+export const MAX_SPECIAL_CHARS = 256;
 
 /**
  * Byte-level BPE by rank (tiktoken's algorithm) with Kimi's pre-tokenizer: text is cut as
@@ -33,14 +39,16 @@ export class TiktokenTokenizer implements Tokenizer {
     const reservedEnd = Math.min(ranks.size + RESERVED_SPECIALS, modelVocab ?? Infinity);
     for (let id = ranks.size; id < reservedEnd; id++) specials.set(id, `<|reserved_token_${id}|>`);
     for (const { id, text } of named) {
-      if (ranks.bytes[id]) throw new WasteError('E_FORMAT', `${source}: special token ${JSON.stringify(text)} has id ${id}, which is an ordinary token`);
+      if (ranks.bytes[id]) throw new WasteError('E_FORMAT', `${source}: special token ${quoted(text)} has id ${id}, which is an ordinary token`);
       if (!text) throw new WasteError('E_FORMAT', `${source}: special token ${id} has no text`);
+      if (text.length > MAX_SPECIAL_CHARS)
+        throw new WasteError('E_FORMAT', `${source}: special token ${id}'s text is ${text.length} characters long, more than the ${MAX_SPECIAL_CHARS} a special token may have`);
       specials.set(id, text);
     }
     const seen = new Map<string, number>();
     for (const { id, text } of named) {
       const other = seen.get(text);
-      if (other !== undefined && other !== id) throw new WasteError('E_FORMAT', `${source}: special token ${JSON.stringify(text)} has two ids, ${other} and ${id}`);
+      if (other !== undefined && other !== id) throw new WasteError('E_FORMAT', `${source}: special token ${quoted(text)} has two ids, ${other} and ${id}`);
       seen.set(text, id);
     }
     for (const [id, text] of specials) this.byText.set(text, id);

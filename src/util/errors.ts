@@ -23,10 +23,38 @@ function oneLine(message: string): string {
   return message.replace(/[\u0000-\u001f\u007f-\u009f\u2028\u2029]/g, (c) => ESCAPES[c] ?? `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
 }
 
+/** The most characters of something rejected an error quotes (see `excerpt`). */
+export const EXCERPT_CHARS = 60;
+/** The most characters of a whole message: a net under any quote that slipped past `excerpt`. */
+export const MAX_MESSAGE_CHARS = 2000;
+
+/**
+ * What an error quotes of input it rejects: at most `max` characters, and then how many more there
+ * were — `<|aaaa…(1048520 more)` — so a megabyte of bad input is not a megabyte of error message.
+ */
+export function excerpt(text: string, max = EXCERPT_CHARS): string {
+  if (text.length <= max) return text;
+  const cut = cutAt(text, max);
+  return `${text.slice(0, cut)}…(${text.length - cut} more)`;
+}
+
+/** A string as an error quotes it: JSON-quoted, its excerpt only (`"<|aaaa"…(1048520 more)`). */
+export function quoted(text: string, max = EXCERPT_CHARS): string {
+  if (text.length <= max) return JSON.stringify(text);
+  const cut = cutAt(text, max);
+  return `${JSON.stringify(text.slice(0, cut))}…(${text.length - cut} more)`;
+}
+
+/** Where to cut a string near `max`: never between the halves of a surrogate pair. */
+function cutAt(text: string, max: number): number {
+  const c = text.charCodeAt(max - 1);
+  return c >= 0xd800 && c <= 0xdbff ? max - 1 : max;
+}
+
 export class WasteError extends Error {
   readonly code: WasteErrorCode;
   constructor(code: WasteErrorCode, message: string) {
-    super(oneLine(message));
+    super(oneLine(excerpt(message, MAX_MESSAGE_CHARS)));
     this.name = 'WasteError';
     this.code = code;
   }

@@ -55,13 +55,17 @@ export function registerChat(program: Command): void {
     process.on('SIGINT', interrupt);
     process.stderr.write(`waste chat: ${model ?? 'demo'} (chat format: ${chat.format.source}). /help for commands.\n`);
     let last = '';
+    let quit = false;
     try {
       rl.setPrompt('> ');
       if (tty) rl.prompt();
       for await (const line of rl) {
         const text = line.trim();
         if (text.startsWith('/')) {
-          if (await command(text, chat, m, last, pending, o.imageRoute)) break;
+          if (await command(text, chat, m, last, pending, o.imageRoute)) {
+            quit = true;
+            break;
+          }
         } else if (text) {
           const before = m.stats();
           const t0 = performance.now();
@@ -86,6 +90,8 @@ export function registerChat(program: Command): void {
         }
         if (tty) rl.prompt();
       }
+      // Ctrl-D ends the input on the prompt's line: the shell's prompt goes on a line of its own
+      if (tty && !quit) process.stdout.write('\n');
     } finally {
       process.off('SIGINT', interrupt);
       rl.close();

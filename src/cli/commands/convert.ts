@@ -38,7 +38,7 @@ export function registerConvert(program: Command): void {
           threads: o.threads,
           force: o.force,
           log: (line) => {
-            if (!o.quiet) process.stderr.write(`${line}\n`);
+            if (!o.quiet) bar.print(line);
           },
           onProgress: (done, total, what) => {
             bar.total = total;

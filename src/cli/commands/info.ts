@@ -1,8 +1,14 @@
 import type { Command } from 'commander';
 import { fmtName } from '../../container/format.js';
 import { rowsCols, storedSizes } from '../../container/tensor.js';
-import { architecture, openModelContainer } from '../../model/registry.js';
+import { visionOf } from '../../engine/assemble.js';
+import { DEFAULT_CHUNK, arenaBytesFor } from '../../engine/plan.js';
+import { cpuCount } from '../../kernels/wasm/pool.js';
+import type { Architecture } from '../../model/architecture.js';
+import { architecture, isCheckpointDir, openModelCheckpoint, openModelContainer } from '../../model/registry.js';
 import type { KimiConfig } from '../../model/parts/kimi-config.js';
+import { ContainerSource } from '../../model/sources/container-source.js';
+import type { WeightSource } from '../../model/sources/source.js';
 import { VERSION } from '../../version.js';
 import { Arena } from '../../memory/arena.js';
 import { openStreamFiles } from '../../experts/io.js';
@@ -12,8 +18,8 @@ import { modelOrDemo } from '../default-model.js';
 export function registerInfo(program: Command): void {
   program
     .command('info')
-    .description('describe a container: architecture, shapes, formats and sizes (loads no weights)')
-    .argument('[model]', 'container directory or model name (default: the demo model that ships with waste)')
+    .description('describe a model: architecture, shapes, vision tower, formats and sizes (loads no weights)')
+    .argument('[model]', 'container directory, HuggingFace checkpoint folder or model name (default: the demo model that ships with waste)')
     .option('--json', 'print JSON', false)
     .action((model: string | undefined, opts: { json: boolean }) => {
       const info = describe(modelOrDemo(model));
@@ -23,11 +29,13 @@ export function registerInfo(program: Command): void {
 }
 
 export function describe(dir: string) {
+  return isCheckpointDir(dir) ? describeCheckpoint(dir) : describeContainer(dir);
+}
+
+function describeContainer(dir: string) {
   const c = openModelContainer(dir);
   try {
     const arch = architecture(c.config.arch);
-    // every architecture this build runs is of the Kimi family
-    const cfg = c.config as KimiConfig;
     const prefix = c.manifest.tensorPrefix;
     let resident = 0;
     let embedding = 0;
@@ -46,7 +54,6 @@ export function describe(dir: string) {
       expertBytes += b.stride * b.experts;
       recordBytes = b.stride;
     }
-    const params = arch.countParams(cfg);
     // Probe the page-cache bypass the way the engine does when it opens the banks.
     let io = { odirect: false, note: 'no expert banks' as string | undefined };
     if (c.manifest.sparse) io = { odirect: false, note: 'a sparse container (sizes only): nothing to read' };
@@ -56,30 +63,13 @@ export function describe(dir: string) {
       io = { odirect: files.direct, note: files.note };
       files.close();
     }
-    const kinds = cfg.layerKinds;
     const q = c.quant;
     return {
       engine: `waste ${VERSION}`,
       path: dir,
-      arch: arch.id,
-      architecture: cfg.archName,
-      layers: cfg.layers,
-      pattern: kinds.map((k) => (k.attn === 'kda' ? 'K' : 'M')).join(''),
-      kdaLayers: kinds.filter((k) => k.attn === 'kda').length,
-      mlaLayers: kinds.filter((k) => k.attn === 'mla').length,
-      denseLayers: kinds.filter((k) => k.ffn === 'dense').length,
-      moeLayers: kinds.filter((k) => k.ffn === 'moe').length,
-      hidden: cfg.hidden,
-      vocab: cfg.vocab,
-      rmsNormEps: cfg.eps,
-      kda: cfg.kda,
-      mla: cfg.mla,
-      denseIntermediate: cfg.denseInter,
-      moe: cfg.moe,
-      latentMoe: cfg.latent ?? null,
-      attnResBlock: cfg.attnResBlock,
-      activation: cfg.act,
-      params: { total: params.total, activePerToken: params.active },
+      kind: 'container' as const,
+      ...shapeOf(arch, c.config as KimiConfig),
+      vision: visionInfo(arch, dir, 'container', new ContainerSource(c), c.config as KimiConfig),
       formats: {
         experts: q
           ? { fmt: q.name, stages: q.stages, entries: q.entries, vecDim: q.vecDim, indexBlock: q.indexBlock, bitsPerWeight: (q.stages * q.indexBits) / q.vecDim }
@@ -99,6 +89,72 @@ export function describe(dir: string) {
   } finally {
     c.close();
   }
+}
+
+/** A HuggingFace checkpoint folder, as `run` and `serve` open it: every weight in f32, experts in the trunk, nothing streamed. */
+function describeCheckpoint(dir: string) {
+  const ck = openModelCheckpoint(dir);
+  try {
+    const dtypes = new Set<string>();
+    let stored = 0;
+    for (const name of ck.st.names()) {
+      const t = ck.st.info(name);
+      dtypes.add(t.dtype);
+      stored += t.bytes;
+    }
+    return {
+      engine: `waste ${VERSION}`,
+      path: dir,
+      kind: 'checkpoint' as const,
+      ...shapeOf(ck.arch, ck.config as KimiConfig),
+      vision: visionInfo(ck.arch, dir, 'checkpoint', ck.source, ck.config as KimiConfig),
+      formats: { checkpoint: [...dtypes].sort() },
+      bytes: { stored, files: ck.st.files().size },
+    };
+  } finally {
+    ck.close();
+  }
+}
+
+/** What a model's config says of its shape, whatever holds its weights. */
+function shapeOf(arch: Architecture, cfg: KimiConfig) {
+  // every architecture this build runs is of the Kimi family
+  const kinds = cfg.layerKinds;
+  const params = arch.countParams(cfg);
+  return {
+    arch: arch.id,
+    architecture: cfg.archName,
+    layers: cfg.layers,
+    pattern: kinds.map((k) => (k.attn === 'kda' ? 'K' : 'M')).join(''),
+    kdaLayers: kinds.filter((k) => k.attn === 'kda').length,
+    mlaLayers: kinds.filter((k) => k.attn === 'mla').length,
+    denseLayers: kinds.filter((k) => k.ffn === 'dense').length,
+    moeLayers: kinds.filter((k) => k.ffn === 'moe').length,
+    hidden: cfg.hidden,
+    vocab: cfg.vocab,
+    rmsNormEps: cfg.eps,
+    kda: cfg.kda,
+    mla: cfg.mla,
+    denseIntermediate: cfg.denseInter,
+    moe: cfg.moe,
+    latentMoe: cfg.latent ?? null,
+    attnResBlock: cfg.attnResBlock,
+    activation: cfg.act,
+    params: { total: params.total, activePerToken: params.active },
+  };
+}
+
+/**
+ * The vision tower as opening the model would find it (checked as then, reading no weight): its
+ * shape, its parameters, the patches an image may become and the rows that makes, and the room it
+ * takes loaded (what `waste plan` reserves); or why it is off.
+ */
+function visionInfo(arch: Architecture, dir: string, kind: 'container' | 'checkpoint', source: WeightSource, cfg: KimiConfig) {
+  let off: string | undefined;
+  const v = visionOf(arch, dir, { kind, source }, cfg, cpuCount(), DEFAULT_CHUNK, undefined, (m) => (off = m));
+  if (!v) return off ? { off } : null;
+  const d = arch.vision!.describe(v.spec);
+  return { ...d, patch: v.spec.patch, maxPatches: v.spec.maxPatches, maxRows: Math.floor(v.spec.maxPatches / 4), loadedBytes: arenaBytesFor(v.bytes), mediaToken: v.spec.mediaToken };
 }
 
 function render(i: ReturnType<typeof describe>): string {
@@ -127,7 +183,19 @@ function render(i: ReturnType<typeof describe>): string {
     i.mlaLayers && i.mla.outputGate ? 'MLA output gate' : '',
   ].filter(Boolean);
   if (extras.length) lines.push(['features', extras.join(', ')]);
-  lines.push(['params', `${p(i.params.total)} total, ${p(i.params.activePerToken)} active per token`]);
+  lines.push(['params', `${p(i.params.total)} total, ${p(i.params.activePerToken)} active per token${i.vision && 'parameters' in i.vision ? `, and ${p(i.vision.parameters)} in the vision tower` : ''}`]);
+  const v = i.vision;
+  if (v && 'parameters' in v)
+    lines.push([
+      'vision',
+      `${v.layers} layers × ${v.hidden} wide, ${v.heads} heads; patches of ${v.patch} px, up to ${v.maxPatches} an image (${v.maxRows} rows of the prompt); ${formatSize(v.loadedBytes)} loaded, by the first image`,
+    ]);
+  else if (v) lines.push(['vision', `off: ${v.off}`]);
+  if (i.kind === 'checkpoint') {
+    lines.push(['formats', `a HuggingFace checkpoint (${i.formats.checkpoint.join('/')}), run as the unquantized reference: every weight in f32, the experts too (waste plan shows the memory)`]);
+    lines.push(['weights', `${formatSize(i.bytes.stored)} in ${i.bytes.files} safetensors file${i.bytes.files === 1 ? '' : 's'}`]);
+    return lines.map(([k, w]) => `${k.padEnd(10)} ${w}\n`).join('');
+  }
   const e = i.formats.experts;
   lines.push([
     'formats',
@@ -138,5 +206,5 @@ function render(i: ReturnType<typeof describe>): string {
     lines.push(['experts', `${formatSize(i.bytes.experts)} in ${i.bytes.expertBanks} banks, ${formatSize(i.bytes.expertRecord)} per expert`]);
     lines.push(['reads', i.io.odirect ? 'O_DIRECT: the page cache is bypassed' : `through the page cache (${i.io.note})`]);
   }
-  return lines.map(([k, v]) => `${k.padEnd(10)} ${v}\n`).join('');
+  return lines.map(([k, w]) => `${k.padEnd(10)} ${w}\n`).join('');
 }

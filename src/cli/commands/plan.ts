@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
-import { openModelContainer } from '../../model/registry.js';
+import { isCheckpointDir, openModelCheckpoint, openModelContainer } from '../../model/registry.js';
 import { cpuCount } from '../../kernels/wasm/pool.js';
-import { DEFAULT_CHUNK, planMemory } from '../../engine/plan.js';
+import { DEFAULT_CHUNK, planFor } from '../../engine/plan.js';
 import { formatSize, parseSize } from '../../util/size.js';
 import { intArg } from '../args.js';
 import { OPTION_BOUNDS } from '../../engine/options.js';
@@ -14,7 +14,7 @@ export function registerPlan(program: Command): void {
   program
     .command('plan')
     .description('the memory plan: the floor, the default budget, and what a given budget buys (loads no weights)')
-    .argument('[model]', 'container directory or model name (default: the demo model that ships with waste)')
+    .argument('[model]', 'container directory, HuggingFace checkpoint folder (run with every weight in f32) or model name (default: the demo model that ships with waste)')
     .option('--ctx <n>', 'context length the plan reserves state for', intArg(...OPTION_BOUNDS.maxContext), 4096)
     .option('--budget <size>', 'a RAM budget to evaluate: bytes, 512M, 8G, or a percentage of usable RAM')
     .option('--threads <n>', 'compute threads (scratch is per thread)', intArg(...OPTION_BOUNDS.threads))
@@ -27,12 +27,19 @@ export function registerPlan(program: Command): void {
     .option('--json', 'print JSON', false)
     .action((model: string | undefined, o: { ctx: number; budget?: string; threads?: number; chunk: number; sessions: number; parallel?: number; vision?: boolean; imagePatches?: number; json: boolean }) => {
       const dir = modelOrDemo(model);
-      const c = openModelContainer(dir);
+      // a checkpoint folder as run and serve open it: every weight resident in f32, nothing streamed
+      const kind = isCheckpointDir(dir) ? 'checkpoint' : 'container';
+      const ck = kind === 'checkpoint' ? openModelCheckpoint(dir) : undefined;
+      const c = ck ? undefined : openModelContainer(dir);
       try {
         const threads = o.threads ?? cpuCount();
-        const arch = architecture(c.config.arch);
-        const vision = o.vision !== false ? visionOf(arch, c.dir, { kind: 'container', source: new ContainerSource(c) }, c.config, threads, o.chunk, o.imagePatches) : undefined;
-        const plan = planMemory(c, { maxContext: o.ctx, threads, chunk: o.chunk, sessions: Math.max(o.sessions, o.parallel ?? 1), visionBytes: vision?.bytes });
+        const arch = ck?.arch ?? architecture(c!.config.arch);
+        const cfg = ck?.config ?? c!.config;
+        const source = ck?.source ?? new ContainerSource(c!);
+        let stride = 0;
+        for (const b of c?.banks.values() ?? []) stride = Math.max(stride, b.stride);
+        const vision = o.vision !== false ? visionOf(arch, dir, { kind, source }, cfg, threads, o.chunk, o.imagePatches) : undefined;
+        const plan = planFor(arch, cfg, arch.planWeights(source, cfg, c?.quant), stride, c?.quant, { maxContext: o.ctx, threads, chunk: o.chunk, sessions: Math.max(o.sessions, o.parallel ?? 1), visionBytes: vision?.bytes });
         // what opening would do with it
         const budget = withinRam(o.budget !== undefined ? parseSize(o.budget, plan.ram.usable, 'budget') : undefined, plan.ram.usable, (m) => process.stderr.write(`waste: warning: ${m}\n`));
         const below = budget !== undefined && budget < plan.floorBytes;
@@ -40,6 +47,7 @@ export function registerPlan(program: Command): void {
         const def = plan.elasticLayout(plan.defaultBudget);
         const floorLayout = plan.layoutForSlots(plan.floorRecords);
         const out = {
+          kind,
           context: plan.maxContext,
           sessions: plan.sessions,
           parallel: o.parallel ?? null,
@@ -90,7 +98,9 @@ export function registerPlan(program: Command): void {
               'default budget',
               plan.floorBytes > plan.ram.usable
                 ? 'none: the floor is more than the usable RAM, the model cannot open on this machine'
-                : `${formatSize(plan.defaultBudget)}: ${
+                : kind === 'checkpoint'
+                  ? `${formatSize(plan.defaultBudget)}: the floor, every weight resident in f32 (a checkpoint runs as the unquantized reference: nothing streams)`
+                  : `${formatSize(plan.defaultBudget)}: ${
                     plan.defaultFrom === 'expert bytes'
                       ? 'the floor and every expert record'
                       : plan.defaultFrom === 'floor'
@@ -110,7 +120,7 @@ export function registerPlan(program: Command): void {
         // as when opening: a budget below the floor is the caller's error
         if (below) process.exitCode = 2;
       } finally {
-        c.close();
+        (ck ?? c)!.close();
       }
     });
 }

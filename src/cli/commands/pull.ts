@@ -18,8 +18,11 @@ export function registerPull(program: Command): void {
     .option('--force', 'replace a stored model of the same name (kept until the new one is complete)', false)
     .option('-q, --quiet', 'no progress output', false)
     .action(async (spec: string, o: { name?: string; keepSource: boolean; dryRun: boolean; threads?: number; force: boolean; quiet: boolean }) => {
+      let bar: Progress | undefined;
       const log = (line: string) => {
-        if (!o.quiet) process.stderr.write(`${line}\n`);
+        if (o.quiet) return;
+        if (bar) bar.print(line);
+        else process.stderr.write(`${line}\n`);
       };
       if (o.dryRun) {
         const { short } = parseSpec(spec);
@@ -40,7 +43,7 @@ export function registerPull(program: Command): void {
         printPlan(await planPull(spec, { name: o.name, log }));
         return;
       }
-      const bar = new Progress('pull', 1, o.quiet, process.stderr, formatSize);
+      bar = new Progress('pull', 1, o.quiet, process.stderr, formatSize);
       const r = await stoppable('pull', (signal) =>
         pull(spec, {
           name: o.name,
@@ -50,9 +53,9 @@ export function registerPull(program: Command): void {
           log,
           signal,
           onProgress: (done, total, what) => {
-            bar.total = total;
-            bar.note = what;
-            bar.update(done);
+            bar!.total = total;
+            bar!.note = what;
+            bar!.update(done);
           },
         }),
       );

@@ -10,19 +10,35 @@ import { type PromptSegment, encodeSegments, loadChatFormat } from '../../tokeni
 import { requireTokenizer } from '../../tokenizer/load.js';
 import { prompt, tokenizeXtml } from '../../tokenizer/xtml/format.js';
 import { renderXtml } from '../../tokenizer/xtml/render.js';
-import { WasteError } from '../../util/errors.js';
+import { WasteError, quoted } from '../../util/errors.js';
 import { Fields, isObject } from '../../util/fields.js';
 import { readInput, readJson } from '../../util/read.js';
 import { modelOrDemo } from '../default-model.js';
 
-const FIELDS = ['messages', 'tools', 'tool_choice', 'response_format', 'thinking', 'thinking_effort', 'add_generation_prompt', 'image_sizes'];
+const FIELDS = ['messages', 'tools', 'tool_choice', 'response_format', 'thinking', 'thinking_effort', 'add_generation_prompt', 'image_sizes', 'system'];
+/**
+ * What else an OpenAI chat-completions or an Anthropic messages body carries that does not change
+ * the prompt (the model's name, sampling, limits, streaming): accepted and ignored, so a body saved
+ * from a client renders as it is.
+ */
+const IGNORED = new Set([
+  'model', 'stream', 'stream_options', 'max_tokens', 'max_completion_tokens', 'temperature', 'top_p', 'top_k', 'min_p',
+  'presence_penalty', 'frequency_penalty', 'repetition_penalty', 'seed', 'stop', 'stop_sequences', 'logit_bias', 'n',
+  'logprobs', 'top_logprobs', 'user', 'metadata', 'store', 'service_tier', 'parallel_tool_calls', 'thinking_budget_tokens',
+]);
+/** Fields that shape the prompt on the server's path (every format but K3's XTML): taken there as the server takes them. */
+const SERVER_FIELDS = ['reasoning_effort', 'reasoning', 'chat_template_kwargs'];
 
 const HELP = `
 FILE is a JSON object: "messages" (OpenAI's shape, content parts included), and optionally "tools",
 "tool_choice", "response_format", "thinking" (true/false), "thinking_effort", "add_generation_prompt"
-(default true) and, for K3, "image_sizes" ([[width, height], …] in pixels, one per image). A final
-assistant message is continued, as the server continues it (a prefill of the reply): rendered up to
-the end of its content and left open; with "add_generation_prompt": false it is closed instead.
+(default true) and, for K3, "image_sizes" ([[width, height], …] in pixels, one per image). An OpenAI
+or Anthropic request body may be given as it is: "system" (Anthropic's) opens the messages, and the
+fields that do not change the prompt ("model", "max_tokens", "temperature", "stream"…) are ignored;
+for any model but K3, "reasoning_effort", "reasoning" and "chat_template_kwargs" act as on the server.
+A final assistant message is continued, as the server continues it (a prefill of the reply):
+rendered up to the end of its content and left open; with "add_generation_prompt": false it is
+closed instead.
 
 For a Kimi K3 model these are the release renderer's own inputs, rendered as its encoding_k3.py
 renders them: thinking on unless false, and no effort note without "thinking_effort" (the server and
@@ -53,11 +69,27 @@ function readRequest(file: string): Record<string, unknown> {
     throw new WasteError('E_ARG', `${file}: not a JSON request (${(e as Error).message})`);
   }
   if (!isObject(doc)) throw new WasteError('E_ARG', `${file}: the request must be a JSON object`);
-  for (const k of Object.keys(doc)) if (!FIELDS.includes(k)) throw new WasteError('E_ARG', `${file}: unknown field "${k}" (a request has ${FIELDS.join(', ')})`);
+  const known = [...FIELDS, ...SERVER_FIELDS];
+  for (const k of Object.keys(doc))
+    if (!known.includes(k) && !IGNORED.has(k)) throw new WasteError('E_ARG', `${file}: unknown field ${quoted(k)} (a request has ${FIELDS.join(', ')}, and ${SERVER_FIELDS.join(', ')} for formats other than K3's)`);
   if (!Array.isArray(doc.messages)) throw new WasteError('E_ARG', `${file}: "messages" must be a list of messages`);
+  const out: Record<string, unknown> = {};
+  for (const k of known) if (doc[k] !== undefined) out[k] = doc[k];
+  // Anthropic's form of thinking: {"type": "enabled" | "disabled", …}
+  if (isObject(out.thinking) && (out.thinking.type === 'enabled' || out.thinking.type === 'disabled')) out.thinking = out.thinking.type === 'enabled';
   for (const k of ['thinking', 'add_generation_prompt'])
-    if (doc[k] !== undefined && doc[k] !== null && typeof doc[k] !== 'boolean') throw new WasteError('E_ARG', `${file}: "${k}" must be true or false`);
-  return doc;
+    if (out[k] !== undefined && out[k] !== null && typeof out[k] !== 'boolean') throw new WasteError('E_ARG', `${file}: "${k}" must be true or false`);
+  // Anthropic's system prompt, as the server's Messages route takes it: the first message
+  if (out.system !== undefined && out.system !== null) out.messages = [{ role: 'system', content: systemText(out.system, file) }, ...(doc.messages as unknown[])];
+  delete out.system;
+  return out;
+}
+
+/** Anthropic's `system`: a string or a list of text blocks (joined by line breaks, as the server joins them). */
+function systemText(v: unknown, file: string): string {
+  if (typeof v === 'string') return v;
+  if (Array.isArray(v) && v.every((b) => isObject(b) && b.type === 'text' && typeof b.text === 'string')) return v.map((b) => b.text as string).join('\n');
+  throw new WasteError('E_ARG', `${file}: "system" must be a string or a list of text blocks`);
 }
 
 /** The request in K3's format: the release renderer's inputs as they are. */
@@ -96,6 +128,9 @@ export function registerTemplate(program: Command): void {
       let ids: number[];
       try {
         if (format.syntax.tools === 'xtml') {
+          // K3's renderer takes its own inputs: the server's names for them would be silently lost
+          const other = SERVER_FIELDS.find((k) => doc[k] !== undefined);
+          if (other) throw new WasteError('E_FORMAT', `"${other}" is the server's; K3's format takes "thinking" and "thinking_effort" (its renderer's own inputs)`);
           segments = xtmlSegments(doc);
           ids = tokenizeXtml(tok, segments);
         } else {

@@ -1,4 +1,4 @@
-import { WasteError } from '../../util/errors.js';
+import { WasteError, excerpt } from '../../util/errors.js';
 import { isObject } from '../../util/fields.js';
 import { normalizeArguments, resortToolResults } from './normalize.js';
 import { pyDumps, pyStrip } from './pyjson.js';
@@ -232,7 +232,7 @@ export function renderXtml(req: XtmlRequest, trace?: { spans: [number, number][]
   const effort = req.thinkingEffort;
   if (thinking && effort !== undefined && effort !== null) {
     if (!(THINKING_EFFORTS as readonly unknown[]).includes(effort))
-      throw fail(`thinking_effort ${JSON.stringify(effort)} is not one K3 accepts (${THINKING_EFFORTS.join(', ')})`);
+      throw fail(`thinking_effort ${excerpt(String(JSON.stringify(effort)))} is not one K3 accepts (${THINKING_EFFORTS.join(', ')})`);
     note(
       out,
       'thinking-effort',
@@ -285,7 +285,7 @@ export function renderXtml(req: XtmlRequest, trace?: { spans: [number, number][]
       assistant(out, m, images, thinking, at);
       closeTag(out, 'message');
       push(out, END_OF_MSG, true);
-    } else throw fail(`${at}.role ${JSON.stringify(role)} is not one of K3's: system, user, assistant, tool`);
+    } else throw fail(`${at}.role ${excerpt(String(JSON.stringify(role)))} is not one of K3's: system, user, assistant, tool`);
     // where each message's segments are (re-sorting moves tool results only within their run)
     trace?.spans.push([start, out.length]);
   });

@@ -25,6 +25,10 @@ export const kimiK3Vision: VisionSupport = {
     const v = spec as VisionConfig;
     return { bytes: KimiK3Tower.plan(src.unprefixed(), v), widest: Math.max(3 * v.patch * v.patch, 4 * v.hidden, v.inter, v.qkv), rows: TILE };
   },
+  describe(spec) {
+    const v = spec as VisionConfig;
+    return { layers: v.layers, hidden: v.hidden, heads: v.heads, parameters: KimiK3Tower.parameters(v) };
+  },
   load: (src, spec, kernels, arena) => KimiK3Tower.load(src.unprefixed(), spec as VisionConfig, kernels, arena),
 };
 

@@ -93,6 +93,13 @@ export class KimiK3Tower implements VisionTower {
     return src.has('vision_tower.patch_embed.proj.weight');
   }
 
+  /** The weights of the tower and its projector, counted from the config. */
+  static parameters(v: VisionConfig): number {
+    let n = 0;
+    for (const t of tensors(v)) n += t.rows * t.cols;
+    return n;
+  }
+
   /** Check every tower tensor's shape (reading nothing) and return the bytes the tower takes loaded, with room for images of `v.towerLimit` patches. */
   static plan(src: WeightSource, v: VisionConfig): number {
     const patches = v.towerLimit;
