@@ -2,6 +2,7 @@ import * as path from 'node:path';
 import type { Command } from 'commander';
 import { checkChecksum, fileChecksum } from '../../container/checksums.js';
 import { CODEBOOKS } from '../../container/codebooks.js';
+import { checkManifestDigest } from '../../container/manifest.js';
 import { openModelContainer } from '../../model/registry.js';
 import { TRUNK } from '../../container/trunk.js';
 import { WasteError } from '../../util/errors.js';
@@ -19,6 +20,7 @@ export function registerVerify(program: Command): void {
       const c = openModelContainer(modelOrDemo(model));
       try {
         if (c.manifest.sparse) throw new WasteError('E_ARG', `${c.dir} is a sparse container (sizes only, written by waste synth --sparse): it holds no records to verify`);
+        checkManifestDigest(c.manifest);
         const sums = c.manifest.checksums;
         const files = [...sums.keys()];
         const unsummed = [TRUNK, ...(c.codebooks ? [CODEBOOKS] : [])].filter((f) => !sums.has(f));
