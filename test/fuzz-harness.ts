@@ -137,9 +137,12 @@ function mib(n: number): string {
 export class Tally {
   readonly counts: Partial<Record<Outcome, number>> = {};
   readonly failures: string[] = [];
+  /** The most any case added to the child's resident memory. */
+  maxPeak = 0;
 
   add(label: string, v: Verdict): void {
     this.counts[v.outcome] = (this.counts[v.outcome] ?? 0) + 1;
+    this.maxPeak = Math.max(this.maxPeak, v.peak);
     if (FAILURES.has(v.outcome)) this.failures.push(`${label}: ${v.outcome}: ${v.detail}`);
   }
 
@@ -148,6 +151,6 @@ export class Tally {
   }
 
   toString(): string {
-    return JSON.stringify(this.counts);
+    return `${JSON.stringify(this.counts)}, at most ${mib(this.maxPeak)} more resident memory in a case`;
   }
 }
