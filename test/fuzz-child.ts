@@ -118,6 +118,7 @@ const HANDLERS: Record<string, () => Promise<Handler>> = {
   selftest: async () => selftest,
   container: async () => container,
   image: async () => (await import('./fuzz-image-case.js')).imageCase,
+  gguf: async () => (await import('./fuzz-gguf-case.js')).ggufCase,
 };
 
 const kind = process.argv[2];
