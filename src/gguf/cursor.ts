@@ -49,7 +49,7 @@ export class FileCursor {
     if (this.pos + n > this.limit) throw this.short(where, `ends past byte ${this.limit}, the most of the file a header may take`);
     this.signal?.throwIfAborted();
     const keep = this.start + this.filled - this.pos;
-    const want = Math.min(Math.max(n, CHUNK), this.size - this.pos);
+    const want = Math.min(Math.max(n, CHUNK), this.limit - this.pos);
     const next = want > this.buf.length ? Buffer.allocUnsafe(want) : this.buf;
     if (keep > 0) this.buf.copy(next, 0, this.pos - this.start, this.pos - this.start + keep);
     this.buf = next;
