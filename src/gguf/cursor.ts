@@ -74,6 +74,11 @@ export class FileCursor {
     return this.buf.subarray(at, at + n);
   }
 
+  /** The 64-bit value at the next byte, without moving past it (in the window: `has(8)` first). */
+  peekU64(): bigint {
+    return this.buf.readBigUInt64LE(this.pos - this.start);
+  }
+
   u8(): number {
     return this.take(1)[0];
   }

@@ -142,6 +142,26 @@ class HeaderReader {
     }
   }
 
+  /**
+   * The string at the next byte when it is whole in the window and within its bounds, without an
+   * await (a vocabulary is hundreds of thousands of them); otherwise undefined, and `string` reads
+   * it or names what is wrong with it.
+   */
+  private stringNow(maxBytes: number): string | undefined {
+    const c = this.c;
+    if (!c.has(8)) return undefined;
+    const len = c.peekU64();
+    if (len > BigInt(maxBytes) || !c.has(8 + Number(len))) return undefined;
+    const at = c.pos;
+    c.take(8);
+    try {
+      return this.utf8.decode(c.take(Number(len)));
+    } catch {
+      c.pos = at;
+      return undefined;
+    }
+  }
+
   async read(): Promise<GgufHeader> {
     const { c, file, size } = this;
     if (size < 24) {
@@ -298,7 +318,7 @@ class HeaderReader {
         const values: string[] = [];
         for (let i = 0; i < n; i++) {
           this.countString(`${where}[${i}]`);
-          values.push(await this.string(`${where}[${i}]`, MAX_STRING_BYTES));
+          values.push(this.stringNow(MAX_STRING_BYTES) ?? (await this.string(`${where}[${i}]`, MAX_STRING_BYTES)));
         }
         return { of, values };
       }

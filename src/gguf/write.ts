@@ -62,10 +62,13 @@ export function encodeGguf(spec: GgufFileSpec): Uint8Array {
   out.pad(alignment);
   const dataStart = out.length;
   if (spec.headerOnly) return out.done();
-  out.bytes(new Uint8Array(placed.length ? placed[placed.length - 1].at + placed[placed.length - 1].bytes : 0));
-  const file = out.done();
-  for (const p of placed) if (p.data) file.set(p.data, dataStart + p.at);
-  return file;
+  for (const p of placed) {
+    out.pad(alignment);
+    if (p.data) out.bytes(p.data);
+    else out.zeros(p.bytes);
+  }
+  if (out.length !== dataStart + (placed.length ? placed[placed.length - 1].at + placed[placed.length - 1].bytes : 0)) throw new WasteError('E_ARG', 'the tensors were not laid out as their offsets say');
+  return out.done();
 }
 
 function typeOf(type: string | number): GgmlType {
@@ -75,18 +78,34 @@ function typeOf(type: string | number): GgmlType {
 }
 
 class Writer {
-  private parts: Uint8Array[] = [];
+  private buf = Buffer.alloc(1 << 16);
   length = 0;
 
+  /** Room for `n` more bytes (doubling), and where they go. */
+  private grow(n: number): number {
+    if (this.length + n > this.buf.length) {
+      const next = Buffer.alloc(Math.max(this.length + n, 2 * this.buf.length));
+      this.buf.copy(next, 0, 0, this.length);
+      this.buf = next;
+    }
+    const at = this.length;
+    this.length += n;
+    return at;
+  }
+
+  /** `n` zero bytes (the buffer is allocated zeroed and never written past `length`). */
+  zeros(n: number): void {
+    this.grow(n);
+  }
+
   bytes(b: Uint8Array): void {
-    this.parts.push(b);
-    this.length += b.length;
+    const at = this.grow(b.length);
+    this.buf.set(b, at);
   }
 
   private fixed(n: number, put: (b: Buffer) => void): void {
-    const b = Buffer.alloc(n);
-    put(b);
-    this.bytes(b);
+    const at = this.grow(n);
+    put(this.buf.subarray(at, at + n));
   }
 
   u32(v: number): void {
@@ -104,7 +123,7 @@ class Writer {
   }
 
   pad(alignment: number): void {
-    this.bytes(new Uint8Array((alignment - (this.length % alignment)) % alignment));
+    this.grow((alignment - (this.length % alignment)) % alignment);
   }
 
   value(v: GgufValue): void {
@@ -148,6 +167,6 @@ class Writer {
   }
 
   done(): Uint8Array {
-    return Buffer.concat(this.parts);
+    return this.buf.subarray(0, this.length);
   }
 }
