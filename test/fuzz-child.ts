@@ -90,14 +90,14 @@ async function wasteVerify(dir: string): Promise<{ code: number; out: string }> 
 
 /**
  * A damaged container: the answer is the token ids of `text` and the logits after them (one
- * thread, no cache warming, so the same bytes give the same bits); `reference` is the undamaged
- * container's, or '' to compute it.
+ * thread, no cache warming, so the same bytes give the same bits; the engine held to `budget`
+ * bytes); `reference` is the undamaged container's, or '' to compute it.
  */
-const container: Handler = async ({ dir, text, reference }: { dir: string; text: string; reference: string }) => {
+const container: Handler = async ({ dir, text, reference, budget }: { dir: string; text: string; reference: string; budget: number }) => {
   const { Model } = await import('../src/engine/model.js');
   let digest: string;
   try {
-    const m = await Model.open(dir, { threads: 1, ioThreads: 0, warm: false, budget: 256 << 20 });
+    const m = await Model.open(dir, { threads: 1, ioThreads: 0, warm: false, budget });
     try {
       const ids = m.tokenize(text);
       const logits = await m.newSession({ maxContext: 64 }).forward(ids);

@@ -13,15 +13,18 @@ import { Tally, Watchdog } from './fuzz-harness.js';
 import { copyContainer, synth } from './helpers.js';
 
 const PROMPT = 'It was a dark and stormy night';
+/** The engine's memory budget in each case. */
+const BUDGET = 64 << 20;
 
 describe('fuzz: damaged container files', () => {
   let good = '';
   let reference = '';
-  const dog = new Watchdog({ kind: 'container', memoryBytes: 512 << 20 });
+  // what a case may add to the process: the engine's budget, and room for the code and the JavaScript heap
+  const dog = new Watchdog({ kind: 'container', memoryBytes: BUDGET + (128 << 20) });
 
   before(async () => {
     good = synth({ shape: 'tiny', seed: 31, tokenizer: true }, 'fuzz-files');
-    const v = await dog.run({ dir: good, text: PROMPT, reference: '' });
+    const v = await dog.run({ dir: good, text: PROMPT, reference: '', budget: BUDGET });
     assert.equal(v.outcome, 'same', v.detail);
     reference = v.detail;
   });
@@ -32,7 +35,7 @@ describe('fuzz: damaged container files', () => {
     const d = copyContainer(good);
     const { bytes, what } = damage(fs.readFileSync(path.join(d, file)));
     fs.writeFileSync(path.join(d, file), bytes);
-    tally.add(`${file}: ${what}`, await dog.run({ dir: d, text: PROMPT, reference }));
+    tally.add(`${file}: ${what}`, await dog.run({ dir: d, text: PROMPT, reference, budget: BUDGET }));
     fs.rmSync(d, { recursive: true });
   }
 
