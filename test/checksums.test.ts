@@ -88,6 +88,8 @@ describe('checksums of trunk.bin and codebooks.bin', () => {
       const m = manifestOf(d);
       m.checksums = Object.fromEntries(Object.entries(m.checksums).filter(([f]) => keep.includes(f)));
       if (!keep.length) delete m.checksums;
+      // a writer without checksums wrote no manifest_sha256 either (and this edit would not match it)
+      delete m.manifest_sha256;
       fs.writeFileSync(path.join(d, 'manifest.json'), JSON.stringify(m));
       return d;
     };
@@ -95,12 +97,22 @@ describe('checksums of trunk.bin and codebooks.bin', () => {
     for (const d of [drop(copyContainer(good)), drop(flipped('codebooks.bin', inCodebooks))]) {
       const r = verify(d);
       assert.equal(r.code, 1, r.err);
-      assert.equal(r.out, `UNVERIFIED: manifest.json has no checksum for trunk.bin and codebooks.bin, so their bytes could not be checked (${records})\n`);
+      assert.equal(r.out, `UNVERIFIED: manifest.json has no checksum for trunk.bin and codebooks.bin, so their bytes could not be checked, and no manifest_sha256, so its own values could not be checked (${records})\n`);
     }
     // one of the two summed: that one is checked, the other named
     const r = verify(drop(flipped('codebooks.bin', inCodebooks), ['trunk.bin']));
     assert.equal(r.code, 1, r.err);
-    assert.equal(r.out, `UNVERIFIED: manifest.json has no checksum for codebooks.bin, so its bytes could not be checked (trunk.bin matches its SHA-256; ${records})\n`);
+    assert.equal(r.out, `UNVERIFIED: manifest.json has no checksum for codebooks.bin, so its bytes could not be checked, and no manifest_sha256, so its own values could not be checked (trunk.bin matches its SHA-256; ${records})\n`);
+  });
+
+  it('a container whose manifest has no manifest_sha256 is unverified too: its values could be damaged without a trace', () => {
+    const d = copyContainer(good);
+    const m = manifestOf(d);
+    delete m.manifest_sha256;
+    fs.writeFileSync(path.join(d, 'manifest.json'), JSON.stringify(m));
+    const r = verify(d);
+    assert.equal(r.code, 1, r.err);
+    assert.match(r.out, /^UNVERIFIED: manifest\.json has no manifest_sha256, so its own values could not be checked \(trunk\.bin and codebooks\.bin match their SHA-256; 24 expert records/);
   });
 
   it('malformed entries name the field', () => {

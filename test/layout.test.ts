@@ -18,7 +18,7 @@ const ORDER: string[][] = [
   ['store'],
   ['model'],
   ['experts', 'kernels'],
-  ['container', 'checkpoint', 'tokenizer', 'image'],
+  ['container', 'checkpoint', 'tokenizer', 'image', 'gguf'],
   ['core'],
   ['memory'],
   ['util', 'types', 'version.ts'],

@@ -123,7 +123,11 @@ describe('web chat page', () => {
     const lengths = await page.evaluate<number[]>('window.lengths');
     assert.ok(lengths.filter((n) => n > 0).length > 1, `reply lengths seen: ${lengths.join(',')}`);
 
-    assert.deepEqual(await messageClasses(page), ['msg user', 'msg assistant']);
+    // (the demo model may run to the 512-token limit, and the page marks that reply as cut)
+    const classes = await messageClasses(page);
+    assert.equal(classes.length, 2);
+    assert.equal(classes[0], 'msg user');
+    assert.match(classes[1], /^msg assistant( cut)?$/);
     const stats = (await page.textContent('#stats')) ?? '';
     assert.match(stats, /\d+(\.\d+)? tok\/s/);
     assert.match(stats, /hit rate \d+(\.\d+)? %/);

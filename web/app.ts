@@ -54,6 +54,7 @@ function $<T extends HTMLElement>(id: string): T {
 
 const ui = {
   model: $<HTMLElement>('model'),
+  panel: $<HTMLDetailsElement>('controls-panel'),
   system: $<HTMLTextAreaElement>('system'),
   temperature: $<HTMLInputElement>('temperature'),
   maxTokens: $<HTMLInputElement>('max-tokens'),
@@ -222,6 +223,16 @@ function showEmpty(b: Bubble): void {
   b.root.classList.add('empty');
 }
 
+/** A mark under a reply the token limit ended (finish_reason "length"): else it looks complete. */
+function showCut(b: Bubble, limit: number | undefined): void {
+  const note = document.createElement('div');
+  note.className = 'note cut';
+  const where = limit === undefined ? 'the token limit' : `the ${limit}-token limit`;
+  note.textContent = `… cut at ${where}: raise Max tokens in the settings for a longer reply`;
+  b.root.append(note);
+  b.root.classList.add('cut');
+}
+
 function scrollDown(): void {
   const m = ui.messages;
   if (m.scrollHeight - m.scrollTop - m.clientHeight < 120) m.scrollTop = m.scrollHeight;
@@ -368,6 +379,8 @@ async function send(text: string, images: Attachment[]): Promise<void> {
         }
         if (d.reasoning_content) appendThinking(bubble, d.reasoning_content);
         if (d.content) {
+          // the answer has started: the reasoning folds away (once; a tap opens it again)
+          if (!reply && bubble.thinking) bubble.thinking.open = false;
           reply += d.content;
           bubble.content.append(d.content);
         }
@@ -386,7 +399,7 @@ async function send(text: string, images: Attachment[]): Promise<void> {
     } else {
       paintLive(true);
     }
-    if (finish === 'length') bubble.root.dataset.finish = 'length';
+    if (finish === 'length') ui.statsReply.textContent += ' · cut at the limit';
   } catch (e) {
     if (controller.signal.aborted) {
       bubble.root.classList.add('stopped');
@@ -405,7 +418,8 @@ async function send(text: string, images: Attachment[]): Promise<void> {
   // A reply that finished (a finish_reason came) with no text is the model's answer, not a failure:
   // it stays, and says so, rather than vanishing as a failed turn does.
   const finished = finish !== null;
-  if (finished && !reply) showEmpty(bubble);
+  if (finish === 'length') showCut(bubble, typeof body.max_tokens === 'number' ? body.max_tokens : undefined);
+  else if (finished && !reply) showEmpty(bubble);
   if (reply || bubble.thinking || finished) {
     conversation.push({ role: 'assistant', content: reply });
   } else {
@@ -424,6 +438,14 @@ async function send(text: string, images: Attachment[]): Promise<void> {
 }
 
 // ---- wiring -----------------------------------------------------------------------------------
+
+// Open on a wide screen; on a phone the settings would take half the screen, so they start folded
+// (and follow the screen when it turns, not while it stays as it is).
+const narrow = matchMedia('(max-width: 720px)');
+ui.panel.open = !narrow.matches;
+narrow.addEventListener('change', () => {
+  ui.panel.open = !narrow.matches;
+});
 
 // The settings form is never submitted; Enter in its fields does nothing.
 $<HTMLFormElement>('controls').addEventListener('submit', (ev) => ev.preventDefault());

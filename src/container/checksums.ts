@@ -49,6 +49,21 @@ export function fdChecksum(fd: number, file: string, onBytes: (n: number) => voi
   return { sha256: h.digest('hex'), bytes };
 }
 
+/**
+ * `manifest_sha256` in manifest.json: the SHA-256 of the manifest itself, which no other checksum
+ * covers and which says what every other byte means (the config, where each tensor lies, which
+ * tensors there are). It is taken over the document without this key, as JSON.stringify writes it
+ * (no whitespace), so it survives being re-indented and not a changed value. Like `checksums`,
+ * this engine's addition: the C engine never reads it.
+ */
+export const MANIFEST_DIGEST_KEY = 'manifest_sha256';
+
+/** The digest `manifest_sha256` holds for a manifest document (its value in `doc`, if any, left out). */
+export function manifestDigest(doc: Record<string, unknown>): string {
+  const { [MANIFEST_DIGEST_KEY]: _, ...rest } = doc;
+  return crypto.createHash('sha256').update(JSON.stringify(rest)).digest('hex');
+}
+
 /** The checksum of bytes already in memory. */
 export function bytesChecksum(data: Uint8Array): FileChecksum {
   return { sha256: crypto.createHash('sha256').update(data).digest('hex'), bytes: data.length };

@@ -1,6 +1,6 @@
 import { Fields, type Json } from '../util/fields.js';
 import { unsupported, WasteError } from '../util/errors.js';
-import { CHECKSUMS_KEY, type FileChecksum } from './checksums.js';
+import { CHECKSUMS_KEY, type FileChecksum, MANIFEST_DIGEST_KEY, manifestDigest } from './checksums.js';
 import { type ExpertQuant, FORMAT_VERSION, Fmt, fmtName } from './format.js';
 
 /**
@@ -21,6 +21,8 @@ export interface Manifest {
   checksums: Map<string, FileChecksum>;
   /** Sizes only (`waste synth --sparse`): the trunk and banks are holes, nothing can run on it. */
   sparse: boolean;
+  /** `manifest_sha256` and the digest of the document as read (absent from a writer that predates the key). */
+  digest?: { stated: string; actual: string };
 }
 
 export interface BankEntry {
@@ -146,7 +148,24 @@ export function parseManifest(text: string): Manifest {
     }
   }
 
-  return { arch, tensorPrefix, config, expertQuant, banks, trunk, checksums, sparse: m.bool('sparse', false) };
+  let digest: Manifest['digest'];
+  if (m.given(MANIFEST_DIGEST_KEY)) {
+    const stated = m.str(MANIFEST_DIGEST_KEY, undefined, 64);
+    if (!/^[0-9a-f]{64}$/.test(stated)) throw m.fail(MANIFEST_DIGEST_KEY, 'must be 64 lower-case hex digits', stated);
+    digest = { stated, actual: manifestDigest(doc as Record<string, unknown>) };
+  }
+
+  return { arch, tensorPrefix, config, expertQuant, banks, trunk, checksums, sparse: m.bool('sparse', false), digest };
+}
+
+/**
+ * The manifest against its own `manifest_sha256` (`--verify` and `waste verify`; not at every open,
+ * so a manifest edited by hand still opens). A damaged value in it — a config number, a tensor's
+ * offset or name — would otherwise change the answer with every file's checksum intact.
+ */
+export function checkManifestDigest(m: Manifest): void {
+  if (m.digest && m.digest.stated !== m.digest.actual)
+    throw new WasteError('E_IO', `${MANIFEST}: SHA-256 mismatch with its ${MANIFEST_DIGEST_KEY} (the manifest is damaged, or was edited by hand)`);
 }
 
 function isPlainFileName(name: string): boolean {

@@ -9,7 +9,7 @@ import { ExpertBank } from './bank.js';
 import { bytesChecksum, checkChecksum, checkLength } from './checksums.js';
 import { CODEBOOKS, type Codebooks, parseCodebooks } from './codebooks.js';
 import { type ExpertQuant, recordLayout } from './format.js';
-import { MANIFEST, type Manifest, type TrunkEntry, parseManifest } from './manifest.js';
+import { MANIFEST, type Manifest, type TrunkEntry, checkManifestDigest, parseManifest } from './manifest.js';
 import { TRUNK, TrunkFile, validateTrunkIndex } from './trunk.js';
 
 const MAX_MANIFEST_BYTES = 256 << 20;
@@ -36,7 +36,7 @@ export interface Container<C extends ModelConfig = ModelConfig> {
 export interface OpenContainerOptions<C extends ModelConfig> {
   /** Read the manifest's `config`: the model's architecture knows how (the container does not). */
   parse: (config: Fields) => C;
-  /** Hash trunk.bin and codebooks.bin against the manifest's checksums (their lengths are always checked). */
+  /** Check the manifest against its own digest, and hash trunk.bin and codebooks.bin against its checksums (their lengths are always checked). */
   verify?: boolean;
 }
 
@@ -51,6 +51,7 @@ export function openContainer<C extends ModelConfig>(dir: string, opts: OpenCont
   checkModelLinks(dir);
 
   const manifest = parseManifest(readBytes(path.join(dir, MANIFEST), MAX_MANIFEST_BYTES).toString('utf8'));
+  if (opts.verify) checkManifestDigest(manifest);
   const config = opts.parse(manifest.config);
 
   const opened: { close(): void }[] = [];

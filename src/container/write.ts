@@ -15,7 +15,7 @@ import {
   indexOffset,
   recordFmt,
 } from './format.js';
-import { CHECKSUMS_KEY, type FileChecksum, fileChecksum } from './checksums.js';
+import { CHECKSUMS_KEY, type FileChecksum, MANIFEST_DIGEST_KEY, fileChecksum, manifestDigest } from './checksums.js';
 import { storedSizes } from './tensor.js';
 
 /**
@@ -263,11 +263,13 @@ function refuseToReplace(file: string): void {
 }
 
 /**
- * Write manifest.json, the commit record: last, atomically, and with the `checksums` of
- * `checksummed` (files of `dir` already complete, read back through once).
+ * Write manifest.json, the commit record: last, atomically, with the `checksums` of `checksummed`
+ * (files of `dir` already complete, read back through once) and, after them, its own
+ * `manifest_sha256`.
  */
 export function writeManifest(dir: string, manifest: Record<string, unknown>, checksummed: string[]): void {
   const sums: Record<string, FileChecksum> = {};
   for (const f of checksummed) sums[f] = fileChecksum(path.join(dir, f));
-  writeFileAtomic(path.join(dir, 'manifest.json'), JSON.stringify({ ...manifest, [CHECKSUMS_KEY]: sums }, null, 1) + '\n');
+  const doc = { ...manifest, [CHECKSUMS_KEY]: sums };
+  writeFileAtomic(path.join(dir, 'manifest.json'), JSON.stringify({ ...doc, [MANIFEST_DIGEST_KEY]: manifestDigest(doc) }, null, 1) + '\n');
 }

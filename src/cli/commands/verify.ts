@@ -2,6 +2,7 @@ import * as path from 'node:path';
 import type { Command } from 'commander';
 import { checkChecksum, fileChecksum } from '../../container/checksums.js';
 import { CODEBOOKS } from '../../container/codebooks.js';
+import { checkManifestDigest } from '../../container/manifest.js';
 import { openModelContainer } from '../../model/registry.js';
 import { TRUNK } from '../../container/trunk.js';
 import { WasteError } from '../../util/errors.js';
@@ -20,6 +21,7 @@ export function registerVerify(program: Command): void {
       const c = openModelContainer(modelOrDemo(model));
       try {
         if (c.manifest.sparse) throw new WasteError('E_ARG', `${c.dir} is a sparse container (sizes only, written by waste synth --sparse): it holds no records to verify`);
+        checkManifestDigest(c.manifest);
         // the tokenizer and chat format as an open reads them: a damaged specials.json is a bad file too
         try {
           openModelText(c.dir, { arch: c.config.arch, modelVocab: c.config.vocab });
@@ -53,8 +55,11 @@ export function registerVerify(program: Command): void {
         const summed = files.length ? `${listed(files)} match${files.length > 1 ? ' their' : 'es its'} SHA-256; ` : '';
         const checked = `${summed}${records} expert records in ${c.banks.size} banks (${formatSize(bytes)}) have valid headers and checksums`;
         // what has no checksum could be damaged without a trace: not verified, so not ok
-        if (unsummed.length) {
-          process.stdout.write(`UNVERIFIED: manifest.json has no checksum for ${listed(unsummed)}, so ${unsummed.length > 1 ? 'their' : 'its'} bytes could not be checked (${checked})\n`);
+        const unchecked: string[] = [];
+        if (unsummed.length) unchecked.push(`no checksum for ${listed(unsummed)}, so ${unsummed.length > 1 ? 'their' : 'its'} bytes could not be checked`);
+        if (!c.manifest.digest) unchecked.push('no manifest_sha256, so its own values could not be checked');
+        if (unchecked.length) {
+          process.stdout.write(`UNVERIFIED: manifest.json has ${unchecked.join(', and ')} (${checked})\n`);
           process.exitCode = 1;
           return;
         }
