@@ -22,7 +22,7 @@ export { renderXtml, type XtmlRequest } from './tokenizer/xtml/render.js';
 export type { Segment as XtmlSegment } from './tokenizer/xtml/tags.js';
 export { startServer, createApp, type ServerOptions, type RunningServer } from './server/server.js';
 export { WasteError, type WasteErrorCode } from './util/errors.js';
-export type { KimiLinearConfig } from './model/kimi-linear/config.js';
+export type { KimiLinearConfig } from './model/kimi/linear-config.js';
 export type { ModelConfig, LayerKind } from './core/model-config.js';
 export type { Kernels, Activations } from './kernels/types.js';
 export { tsKernels, makeTsKernels } from './kernels/ts/index.js';

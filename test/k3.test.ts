@@ -11,7 +11,7 @@ import { describe, it } from 'node:test';
 import { Model, type OpenOptions } from '../src/engine/model.js';
 import { startServer } from '../src/server/server.js';
 import { parseModelConfig } from '../src/model/registry.js';
-import type { KimiConfig } from '../src/model/parts/kimi-config.js';
+import type { KimiConfig } from '../src/model/kimi/config.js';
 import { Fields } from '../src/util/fields.js';
 import { BIN, copyContainer, relErr, sameBits, synth, tmpDir } from './helpers.js';
 

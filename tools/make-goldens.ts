@@ -11,7 +11,7 @@ import * as path from 'node:path';
 import { GOLDEN_CASES } from '../test/fixtures.js';
 import { ROOT, containerDigest, goldenDir, testPicture } from '../test/helpers.js';
 import { toPatches } from '../src/image/preprocess.js';
-import { readVisionConfig } from '../src/model/kimi-k3/vision/config.js';
+import { readVisionConfig } from '../src/model/kimi/vision/config.js';
 
 /** Positions whose product inputs and outputs CASE.a16-products.bin keeps (the first, and one with attention state). */
 const A16_POSITIONS = 2;

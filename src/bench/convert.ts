@@ -3,7 +3,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { convert } from '../convert/convert.js';
 import { cpuCount } from '../kernels/wasm/pool.js';
-import { countKimiParams, type KimiConfig } from '../model/parts/kimi-config.js';
+import { countKimiParams, type KimiConfig } from '../model/kimi/config.js';
 import { parseModelConfig } from '../model/registry.js';
 import { writeSyntheticCheckpoint } from '../synth/checkpoint.js';
 import { synthConfig } from '../synth/synth.js';

@@ -11,9 +11,9 @@ import { cpuCount } from '../kernels/wasm/pool.js';
 import { Arena } from '../memory/arena.js';
 import { writeSyntheticContainer } from '../synth/synth.js';
 import { table, timeIt } from './measure.js';
-import type { LayerWeights } from '../model/kimi-linear/weights.js';
-import type { KimiConfig } from '../model/parts/kimi-config.js';
-import type { TrunkWeights } from '../model/parts/network.js';
+import type { LayerWeights } from '../model/kimi/weights.js';
+import type { KimiConfig } from '../model/kimi/config.js';
+import type { TrunkWeights } from '../model/base/network.js';
 
 export interface LayerBenchRow {
   phase: string;

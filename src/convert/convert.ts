@@ -11,7 +11,7 @@ import { cpuCount } from '../kernels/wasm/pool.js';
 import { Arena } from '../memory/arena.js';
 import { CheckpointWeights } from '../checkpoint/weights.js';
 import { architectureOf } from '../model/registry.js';
-import type { KimiConfig } from '../model/parts/kimi-config.js';
+import type { KimiConfig } from '../model/kimi/config.js';
 import { visionFiles } from './vision.js';
 import { CheckpointSource } from '../model/sources/checkpoint-source.js';
 import { safePoint } from '../util/abort.js';

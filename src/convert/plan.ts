@@ -5,7 +5,7 @@ import type { SafetensorsSet } from '../checkpoint/safetensors.js';
 import type { CheckpointWeights } from '../checkpoint/weights.js';
 import { CODEBOOK_HEADER_BYTES, type ExpertQuant, Fmt, type RecordLayout, recordLayout } from '../container/format.js';
 import { storedSizes } from '../container/tensor.js';
-import type { KimiConfig } from '../model/parts/kimi-config.js';
+import type { KimiConfig } from '../model/kimi/config.js';
 import { WasteError } from '../util/errors.js';
 import { readBytes } from '../util/read.js';
 

@@ -8,9 +8,9 @@ import type { ModelConfig } from '../core/model-config.js';
 import { excerpt, unsupported } from '../util/errors.js';
 import type { Fields } from '../util/fields.js';
 import type { Architecture } from './architecture.js';
-import { kimiK3 } from './kimi-k3/index.js';
-import { kimiLinear } from './kimi-linear/index.js';
-import { textConfig } from './parts/kimi-config.js';
+import { kimiK3 } from './kimi/k3.js';
+import { kimiLinear } from './kimi/linear.js';
+import { textConfig } from './kimi/config.js';
 import { CheckpointSource } from './sources/checkpoint-source.js';
 
 /** Every architecture this build runs, the most specific first. */

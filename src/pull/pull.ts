@@ -7,7 +7,7 @@ import { CheckpointWeights } from '../checkpoint/weights.js';
 import { copiedBytes, copyTensors } from '../checkpoint/write.js';
 import { type ConvertOptions, Conversion } from '../convert/convert.js';
 import { type ConvertPlan, DEFAULT_SETTINGS, planConversion } from '../convert/plan.js';
-import type { KimiConfig } from '../model/parts/kimi-config.js';
+import type { KimiConfig } from '../model/kimi/config.js';
 import { architectureOf } from '../model/registry.js';
 import { checkStoreName, downloadsDir, modelsDir, pullLockFile } from '../store/home.js';
 import { RECORD_FILE, recordText } from '../store/record.js';

@@ -2,7 +2,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { encodeMxfp4 } from '../checkpoint/mxfp4.js';
 import { type RawTensor, toBf16, writeSafetensors } from '../checkpoint/write.js';
-import type { KimiConfig } from '../model/parts/kimi-config.js';
+import type { KimiConfig } from '../model/kimi/config.js';
 import { parseModelConfig } from '../model/registry.js';
 import type { JsonObject } from '../util/fields.js';
 import { Fields } from '../util/fields.js';

@@ -5,7 +5,7 @@ import { CODEBOOKS } from '../container/codebooks.js';
 import { TRUNK } from '../container/trunk.js';
 import { TrunkWriter, encodeCodebooks, encodeExpertRecord, writeFileAtomic, writeManifest } from '../container/write.js';
 import { storedSizes } from '../container/tensor.js';
-import type { KimiConfig } from '../model/parts/kimi-config.js';
+import type { KimiConfig } from '../model/kimi/config.js';
 import { parseModelConfig } from '../model/registry.js';
 import { encodeF16 } from '../util/f16.js';
 import { Fields, type JsonObject } from '../util/fields.js';

@@ -1,4 +1,4 @@
-import type { KimiConfig } from '../model/parts/kimi-config.js';
+import type { KimiConfig } from '../model/kimi/config.js';
 
 /**
  * Every tensor of a Kimi-family model by its HuggingFace name (without a prefix), in the order the

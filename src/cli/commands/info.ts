@@ -6,7 +6,7 @@ import { DEFAULT_CHUNK, arenaBytesFor } from '../../engine/plan.js';
 import { cpuCount } from '../../kernels/wasm/pool.js';
 import type { Architecture } from '../../model/architecture.js';
 import { architecture, isCheckpointDir, openModelCheckpoint, openModelContainer } from '../../model/registry.js';
-import type { KimiConfig } from '../../model/parts/kimi-config.js';
+import type { KimiConfig } from '../../model/kimi/config.js';
 import { ContainerSource } from '../../model/sources/container-source.js';
 import type { WeightSource } from '../../model/sources/source.js';
 import { VERSION } from '../../version.js';

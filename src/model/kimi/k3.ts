@@ -1,14 +1,14 @@
 import { WasteError } from '../../util/errors.js';
 import type { Fields } from '../../util/fields.js';
 import type { Architecture } from '../architecture.js';
-import { scratchShape, widestInput } from '../parts/sizes.js';
-import { loadTrunk, planTrunk } from '../parts/binder.js';
-import { type KimiConfig, countKimiParams, outerArchitecture, parseKimiConfig, textConfig } from '../parts/kimi-config.js';
-import { Scratch } from '../parts/scratch.js';
-import { KimiState } from '../parts/state.js';
-import { KimiK3Network, blockCount } from './network.js';
+import { scratchShape, widestInput } from './sizes.js';
+import { loadTrunk, planTrunk } from '../base/binder.js';
+import { type KimiConfig, countKimiParams, outerArchitecture, parseKimiConfig, textConfig } from './config.js';
+import { Scratch } from './scratch.js';
+import { KimiState } from './state.js';
+import { KimiNetwork, blockCount } from './network.js';
 import { kimiK3Vision } from './vision/index.js';
-import { KIMI_K3_LAYOUT } from './weights.js';
+import { KIMI_LAYOUT } from './weights.js';
 
 /** Whether a config turns on any feature Kimi-Linear lacks (read from the raw keys: claiming never throws). */
 function hasK3Features(t: Fields): boolean {
@@ -42,14 +42,14 @@ export const kimiK3: Architecture<KimiConfig> = {
   },
   parseConfig: (cfg) => parseKimiConfig(cfg, 'kimi-k3'),
   countParams: countKimiParams,
-  planWeights: (src, cfg, q) => planTrunk(src, cfg, q, KIMI_K3_LAYOUT),
+  planWeights: (src, cfg, q) => planTrunk(src, cfg, q, KIMI_LAYOUT),
   stateBytes: (cfg, maxContext) => KimiState.layerBytes(cfg, maxContext),
   scratchBytes: (cfg, chunk, maxContext, q, role) => Scratch.bytes(scratchShape(cfg, maxContext, blockCount(cfg)), chunk, q, role),
   widestInput,
   build(p) {
     if (p.cfg.arch !== 'kimi-k3') throw new WasteError('E_STATE', `a ${p.cfg.arch} config given to the Kimi K3 architecture`);
-    const w = loadTrunk(p.source, p.cfg, p.of, p.arenas, p.quant, KIMI_K3_LAYOUT, p.onProgress);
-    return new KimiK3Network(p.cfg, w, p.kernels, p.experts, p.quant, p.record, p.chunk, p.maxContext);
+    const w = loadTrunk(p.source, p.cfg, p.of, p.arenas, p.quant, KIMI_LAYOUT, p.onProgress);
+    return new KimiNetwork(p.cfg, w, p.kernels, p.experts, p.quant, p.record, p.chunk, p.maxContext);
   },
   vision: kimiK3Vision,
 };

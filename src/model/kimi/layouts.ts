@@ -1,10 +1,10 @@
 import type { Tensor } from '../../container/tensor.js';
-import type { Binder } from './binder.js';
-import type { FfnWeights } from './ffn.js';
-import type { KdaWeights } from './kda.js';
-import type { KimiConfig } from './kimi-config.js';
-import type { MlaWeights } from './mla.js';
-import type { MoeWeights } from './moe.js';
+import type { Binder } from '../base/binder.js';
+import type { FfnWeights } from '../blocks/ffn.js';
+import type { KdaWeights } from '../blocks/kda.js';
+import type { KimiConfig } from './config.js';
+import type { MlaWeights } from '../blocks/mla.js';
+import type { MoeWeights } from '../blocks/moe.js';
 
 /**
  * The tensors of each Kimi-family sublayer, by name without the container's prefix, in the forms

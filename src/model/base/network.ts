@@ -5,15 +5,9 @@ import type { ModelConfig } from '../../core/model-config.js';
 import type { Kernels, VqGeometry } from '../../kernels/types.js';
 import type { Arena } from '../../memory/arena.js';
 import { WasteError } from '../../util/errors.js';
-import type { BatchEntry, ForwardOptions, Network, SequenceState } from '../architecture.js';
-import type { Activation } from './ffn.js';
-import type { MoeShape } from './moe.js';
+import type { ArenaRole, BatchEntry, ForwardOptions, Network, SequenceState } from '../architecture.js';
 import { ChunkRows } from './rows.js';
-import { Scratch, type ScratchShape, arenaAllocator } from './scratch.js';
-import { decodeState, encodeState, maxStateBytes } from './state-file.js';
-import { KimiState, type StateGeometry } from './state.js';
 
-/** The loaded trunk every Kimi-family network has: an embedding, layers in arenas, a head. */
 export interface TrunkWeights<Layer> {
   /** One row of the embedding table (it stays on disk), as f32. */
   embedRow(token: number, dst: Float32Array): void;
@@ -25,23 +19,41 @@ export interface TrunkWeights<Layer> {
   arenas: Arena[];
 }
 
-export type KimiFamilyConfig = ModelConfig & StateGeometry;
+/** What the chunk loop reads of a family's working buffers in each arena. */
+export interface BaseScratch {
+  /** [T][hidden] the hidden state of the tokens in flight. */
+  x: Float32Array;
+  /** [T][hidden] a sublayer's normed input (the head's, at the end). */
+  norm: Float32Array;
+  /** [vocab] one row's logits. */
+  logits: Float32Array;
+  /** Free once the layers are done: the head computes several rows' logits in it at once. */
+  expertOut: Float32Array;
+}
+
+/** A sequence's state as the chunk loop handles it. */
+export interface BaseState extends SequenceState {
+  /** Check that positions up to `end` (exclusive) fit. */
+  reserve(end: number): void;
+}
+
+/** Working buffers for an arena of trunk layers, or of expert slots. */
+export type ScratchFactory<S> = (arena: Arena, role: ArenaRole) => S;
 
 /**
- * What Kimi-Linear and K3 share around their layers: chunks of T tokens embedded, run through the
- * layers (each in the arena its weights live in, the hidden state carried across arenas), and the
- * head. Prefill and decode are the same code: a chunk of T tokens runs every projection as one
- * T-row product and walks the recurrences token by token, and since every kernel computes each
+ * What every family's network shares around its layers: chunks of T tokens embedded, run through
+ * the layers (each in the arena its weights live in, the hidden state carried across arenas), and
+ * the head. Prefill and decode are the same code: a chunk of T tokens runs every projection as one
+ * T-row product and walks the sequence mixers token by token, and since every kernel computes each
  * output element independently of the batch, prefill(T) followed by a step is bit-identical to
- * T+1 single steps.
+ * T+1 single steps. A family supplies its layers, its state and its working buffers.
  */
-export abstract class KimiNetwork<C extends KimiFamilyConfig, Layer> implements Network {
+export abstract class ModelNetwork<C extends ModelConfig, Layer, S extends BaseScratch, St extends BaseState> implements Network {
   readonly geom: VqGeometry | undefined;
-  private readonly scratch = new Map<Arena, Scratch>();
+  private readonly scratch = new Map<Arena, S>();
   profile?: Record<string, number>;
   routeOverride?: (layer: number, row: number) => number[] | undefined;
   routeObserver?: (layer: number, route: Int32Array, T: number) => void;
-  abstract readonly act: Activation;
 
   constructor(
     readonly cfg: C,
@@ -49,16 +61,16 @@ export abstract class KimiNetwork<C extends KimiFamilyConfig, Layer> implements 
     readonly kernels: Kernels,
     /** Where VQ expert records come from (a container); absent when the experts are dense. */
     readonly experts: ExpertStore | undefined,
-    private readonly quant: ExpertQuant | undefined,
+    readonly quant: ExpertQuant | undefined,
     readonly record: RecordLayout | undefined,
     readonly chunk: number,
     readonly maxContext: number,
-    private readonly shape: ScratchShape,
+    private readonly scratchFor: ScratchFactory<S>,
   ) {
     const q = quant;
     if (q) this.geom = { stages: q.stages, entries: q.entries, vecDim: q.vecDim, indexBlock: q.indexBlock };
     const layers = new Set([...weights.layers.map((l) => l.arena), weights.headArena]);
-    for (const a of weights.arenas) this.scratch.set(a, new Scratch(shape, chunk, q, arenaAllocator(a), layers.has(a) ? 'layers' : 'experts'));
+    for (const a of weights.arenas) this.scratch.set(a, scratchFor(a, layers.has(a) ? 'layers' : 'experts'));
   }
 
   get arenas(): readonly Arena[] {
@@ -67,7 +79,7 @@ export abstract class KimiNetwork<C extends KimiFamilyConfig, Layer> implements 
 
   addExpertArena(a: Arena): void {
     this.weights.arenas.push(a);
-    this.scratch.set(a, new Scratch(this.shape, this.chunk, this.quant, arenaAllocator(a), 'experts'));
+    this.scratch.set(a, this.scratchFor(a, 'experts'));
   }
 
   removeExpertArena(a: Arena): void {
@@ -84,18 +96,17 @@ export abstract class KimiNetwork<C extends KimiFamilyConfig, Layer> implements 
     return this.cfg.hidden;
   }
 
-  get moe(): MoeShape {
-    return this.cfg.moe;
-  }
-
-  newState(maxContext: number): KimiState {
+  newState(maxContext: number): St {
     if (maxContext > this.maxContext)
       throw new WasteError('E_ARG', `a session context of ${maxContext} exceeds the model's maximum of ${this.maxContext} (set when it was opened)`);
-    return new KimiState(this.cfg, maxContext, this.weights.layers.map((l) => l.arena));
+    return this.makeState(maxContext, this.weights.layers.map((l) => l.arena));
   }
 
+  /** A fresh sequence state of `maxContext` positions, each layer's part in that layer's arena. */
+  protected abstract makeState(maxContext: number, arenas: Arena[]): St;
+
   async forward(seq: SequenceState, tokens: ArrayLike<number>, opts: ForwardOptions = {}): Promise<Float32Array> {
-    const state = seq as KimiState;
+    const state = seq as St;
     const { vocab, hidden: H } = this.cfg;
     const n = tokens.length;
     if (n === 0) throw new WasteError('E_ARG', 'no tokens to run');
@@ -150,7 +161,7 @@ export abstract class KimiNetwork<C extends KimiFamilyConfig, Layer> implements 
         if (!(Number.isInteger(id) && id >= 0 && id < vocab))
           throw new WasteError('E_ARG', `token id ${id} is outside the vocabulary (0..${vocab - 1})`);
       }
-      (e.state as KimiState).reserve(e.state.pos + n);
+      (e.state as St).reserve(e.state.pos + n);
     }
     // [rows] which entry and which of its tokens each row is, and at what position
     const rowEntry: number[] = [];
@@ -162,12 +173,12 @@ export abstract class KimiNetwork<C extends KimiFamilyConfig, Layer> implements 
     const out = entries.map((e) => new Float32Array(e.allLogits ? e.tokens.length * vocab : vocab));
     for (let r0 = 0; r0 < rowEntry.length; r0 += this.chunk) {
       const T = Math.min(this.chunk, rowEntry.length - r0);
-      const states: KimiState[] = [];
+      const states: St[] = [];
       const pos = rowPos.slice(r0, r0 + T);
       const s0 = this.scratchOf(this.weights.layers[0].arena);
       for (let t = 0; t < T; t++) {
         const e = entries[rowEntry[r0 + t]];
-        states.push(e.state as KimiState);
+        states.push(e.state as St);
         this.weights.embedRow(e.tokens[rowIndex[r0 + t]], s0.x.subarray(t * H, (t + 1) * H));
       }
       let s = await this.layers(ChunkRows.batch(states, pos), T, s0);
@@ -190,26 +201,26 @@ export abstract class KimiNetwork<C extends KimiFamilyConfig, Layer> implements 
   }
 
   /** Every layer over the chunk's T tokens (embedded in `s.x`, whose sequences `rows` names); returns the scratch the result is in. */
-  protected abstract layers(rows: ChunkRows, T: number, s: Scratch): Promise<Scratch>;
+  protected abstract layers(rows: ChunkRows<St>, T: number, s: S): Promise<S>;
 
   /** The chunk's hidden states the head reads, in the head arena's scratch (default: `s.x`). */
-  protected final(_T: number, s: Scratch): Float32Array {
+  protected final(_T: number, s: S): Float32Array {
     return s.x;
   }
 
-  scratchOf(a: Arena): Scratch {
+  scratchOf(a: Arena): S {
     return this.scratch.get(a)!;
   }
 
   /** The scratch of arena `a`, holding the T tokens in flight (what `carried` names, copied over). */
-  protected carry(from: Scratch, a: Arena, T: number): Scratch {
+  protected carry(from: S, a: Arena, T: number): S {
     const to = this.scratchOf(a);
     if (to !== from) for (const [src, dst, n] of this.carried(from, to, T)) dst.set(src.subarray(0, n));
     return to;
   }
 
   /** What a chunk carries from one arena to the next: [from, to, floats]. */
-  protected carried(from: Scratch, to: Scratch, T: number): [Float32Array, Float32Array, number][] {
+  protected carried(from: S, to: S, T: number): [Float32Array, Float32Array, number][] {
     return [[from.x, to.x, T * this.cfg.hidden]];
   }
 
@@ -218,7 +229,7 @@ export abstract class KimiNetwork<C extends KimiFamilyConfig, Layer> implements 
    * matrix, the largest of all, is read once for as many rows as the experts' output buffer holds
    * (free once the layers are done); a row's arithmetic is the same as alone.
    */
-  private headRows(x: Float32Array, rows: readonly number[], s: Scratch, put: (t: number, logits: Float32Array) => void): void {
+  private headRows(x: Float32Array, rows: readonly number[], s: S, put: (t: number, logits: Float32Array) => void): void {
     const { hidden: H, vocab: V, eps } = this.cfg;
     const room = Math.floor(s.expertOut.length / V);
     if (rows.length < 2 || room < 2) {
@@ -234,7 +245,7 @@ export abstract class KimiNetwork<C extends KimiFamilyConfig, Layer> implements 
     }
   }
 
-  private head(x: Float32Array, t: number, s: Scratch): Float32Array {
+  private head(x: Float32Array, t: number, s: S): Float32Array {
     const H = this.cfg.hidden;
     this.kernels.rmsnorm(x, this.weights.finalNorm, this.cfg.eps, s.norm, H, t * H, 0);
     this.kernels.matmul(this.weights.lmHead, s.norm, s.logits, 1);
@@ -249,15 +260,15 @@ export abstract class KimiNetwork<C extends KimiFamilyConfig, Layer> implements 
     return t1;
   }
 
-  encodeState(state: SequenceState, history: readonly number[], logits: Float32Array | undefined, meta: Uint8Array, identity: Uint8Array): Uint8Array {
-    return encodeState(this.cfg, state as KimiState, history, logits, meta, identity);
-  }
+  abstract encodeState(state: SequenceState, history: readonly number[], logits: Float32Array | undefined, meta: Uint8Array, identity: Uint8Array): Uint8Array;
 
-  decodeState(state: SequenceState, data: Uint8Array, identity: Uint8Array, file: string, accept: (meta: Uint8Array) => void) {
-    return decodeState(this.cfg, state as KimiState, data, identity, file, accept);
-  }
+  abstract decodeState(
+    state: SequenceState,
+    data: Uint8Array,
+    identity: Uint8Array,
+    file: string,
+    accept: (meta: Uint8Array) => void,
+  ): { history: number[]; logits: Float32Array | undefined };
 
-  maxStateBytes(limit: number): number {
-    return maxStateBytes(this.cfg, limit);
-  }
+  abstract maxStateBytes(limit: number): number;
 }

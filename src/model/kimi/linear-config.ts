@@ -1,9 +1,9 @@
 import { unsupported } from '../../util/errors.js';
 import type { Fields } from '../../util/fields.js';
-import { type KimiConfig, k3Features, parseKimiConfig } from '../parts/kimi-config.js';
+import { type KimiConfig, k3Features, parseKimiConfig } from './config.js';
 
 export type KimiLinearConfig = KimiConfig;
-export { countKimiParams as countParams } from '../parts/kimi-config.js';
+export { countKimiParams as countParams } from './config.js';
 
 /** Kimi-Linear's config: the family's, with every K3 feature refused by name (ignoring one would give a wrong answer). */
 export function parseKimiLinearConfig(cfg: Fields): KimiLinearConfig {

@@ -1,4 +1,4 @@
-import type { KimiConfig } from './kimi-config.js';
+import type { KimiConfig } from './config.js';
 import type { ScratchShape } from './scratch.js';
 
 /** The scratch a Kimi-Linear (or K3) config needs. */

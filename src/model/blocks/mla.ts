@@ -1,6 +1,19 @@
 import type { Tensor } from '../../container/tensor.js';
 import type { Kernels } from '../../kernels/types.js';
-import type { Scratch } from './scratch.js';
+
+/** The working buffers MLA uses ([T][…] rows of the chunk in flight, and per-head scratch). */
+export interface MlaScratch {
+  norm: Float32Array;
+  out: Float32Array;
+  q: Float32Array;
+  qa: Float32Array;
+  kv: Float32Array;
+  gate: Float32Array;
+  o: Float32Array;
+  qLat: Float32Array;
+  scores: Float32Array;
+  ctx: Float32Array;
+}
 
 export interface MlaShape {
   heads: number;
@@ -28,7 +41,7 @@ export interface MlaWeights {
  * One sequence's cache and its first row's position, or each row's (a batched step: rows of
  * different sequences, each attending over its own cache).
  */
-export function mla(k: Kernels, c: MlaShape, eps: number, w: MlaWeights, caches: Float32Array | readonly Float32Array[], pos0: number | readonly number[], T: number, s: Scratch): void {
+export function mla(k: Kernels, c: MlaShape, eps: number, w: MlaWeights, caches: Float32Array | readonly Float32Array[], pos0: number | readonly number[], T: number, s: MlaScratch): void {
   const { heads: NH, kvLoraRank: kvl, qkNope: nope, qkRope: rope, vHead: vh } = c;
   const qd = nope + rope;
   const latd = kvl + rope;

@@ -1,9 +1,9 @@
-import type { Binder, TrunkLayout } from '../parts/binder.js';
-import type { KimiConfig } from '../parts/kimi-config.js';
-import { type KimiLayer, kimiHead, kimiLayer } from '../parts/layouts.js';
+import type { Binder, TrunkLayout } from '../base/binder.js';
+import type { KimiConfig } from './config.js';
+import { type KimiLayer, kimiHead, kimiLayer } from './layouts.js';
 
 /**
- * One K3 layer: a Kimi-family layer (its KDA and MLA in their K3 forms, its MoE latent) and the
+ * One Kimi layer (Kimi-Linear's; in K3, with attention residuals, also the mixes): a Kimi-family layer (its KDA and MLA in their K3 forms, its MoE latent) and the
  * two attention-residual mixes before its sublayers, each weight the product of the mix's norm and
  * its one-row projection (they only ever act together, so they are fused at load).
  */
@@ -19,7 +19,8 @@ export interface HeadWeights {
 
 const RES_SHAPES = (H: number) => [[H], [1, H]];
 
-export const KIMI_K3_LAYOUT: TrunkLayout<KimiConfig, LayerWeights, HeadWeights> = {
+/** The Kimi trunk: each layer's norms, attention and FFN (and K3's residual mixes), then the final norm and the LM head. */
+export const KIMI_LAYOUT: TrunkLayout<KimiConfig, LayerWeights, HeadWeights> = {
   layer(cfg: KimiConfig, L: number, b: Binder): LayerWeights {
     const H = cfg.hidden;
     const p = `model.layers.${L}.`;

@@ -1,5 +1,5 @@
 import type { ExpertQuant } from '../../container/format.js';
-import type { Arena } from '../../memory/arena.js';
+import { type Allocator, allocatedBytes } from '../base/scratch.js';
 import type { ArenaRole } from '../architecture.js';
 
 /** The widths a Kimi-family forward pass needs working memory for. */
@@ -18,15 +18,6 @@ export interface ScratchShape {
   latent: number;
   /** Attention residuals: block summaries per token (0 = none). */
   blocks: number;
-}
-
-interface Allocator {
-  f32(n: number): Float32Array;
-  i32(n: number): Int32Array;
-}
-
-export function arenaAllocator(a: Arena): Allocator {
-  return { f32: (n) => a.allocF32(n), i32: (n) => a.i32(a.alloc(4 * n, 64), n) };
 }
 
 /**
@@ -132,18 +123,6 @@ export class Scratch {
 
   /** Bytes the buffers take in an arena (each allocation 64-byte aligned, as the arena does). */
   static bytes(c: ScratchShape, T: number, q: ExpertQuant | undefined, role: ArenaRole): number {
-    let n = 0;
-    const count = (bytes: number, align = 64) => (n = Math.ceil(n / align) * align + bytes);
-    new Scratch(
-      c,
-      T,
-      q,
-      {
-        f32: (k) => (count(4 * k), new Float32Array(0)),
-        i32: (k) => (count(4 * k), new Int32Array(0)),
-      },
-      role,
-    );
-    return n;
+    return allocatedBytes((m) => new Scratch(c, T, q, m, role));
   }
 }

@@ -1,14 +1,14 @@
 import { WasteError } from '../../util/errors.js';
 import type { Fields } from '../../util/fields.js';
 import type { Architecture } from '../architecture.js';
-import { loadTrunk, planTrunk } from '../parts/binder.js';
-import { type KimiConfig, countKimiParams, outerArchitecture, textConfig } from '../parts/kimi-config.js';
-import { parseKimiLinearConfig } from './config.js';
-import { Scratch } from '../parts/scratch.js';
-import { KimiState } from '../parts/state.js';
-import { KimiLinearNetwork } from './network.js';
-import { scratchShape, widestInput } from '../parts/sizes.js';
-import { KIMI_LINEAR_LAYOUT } from './weights.js';
+import { loadTrunk, planTrunk } from '../base/binder.js';
+import { type KimiConfig, countKimiParams, outerArchitecture, textConfig } from './config.js';
+import { parseKimiLinearConfig } from './linear-config.js';
+import { Scratch } from './scratch.js';
+import { KimiState } from './state.js';
+import { KimiNetwork } from './network.js';
+import { scratchShape, widestInput } from './sizes.js';
+import { KIMI_LAYOUT } from './weights.js';
 
 /** Kimi-Linear (KDA + MLA + MoE, `kimi_linear`), the architecture of Kimi-Linear-48B-A3B. */
 export const kimiLinear: Architecture<KimiConfig> = {
@@ -20,13 +20,13 @@ export const kimiLinear: Architecture<KimiConfig> = {
   },
   parseConfig: parseKimiLinearConfig,
   countParams: countKimiParams,
-  planWeights: (src, cfg, q) => planTrunk(src, cfg, q, KIMI_LINEAR_LAYOUT),
+  planWeights: (src, cfg, q) => planTrunk(src, cfg, q, KIMI_LAYOUT),
   stateBytes: (cfg, maxContext) => KimiState.layerBytes(cfg, maxContext),
   scratchBytes: (cfg, chunk, maxContext, q, role) => Scratch.bytes(scratchShape(cfg, maxContext), chunk, q, role),
   widestInput,
   build(p) {
     if (p.cfg.arch !== 'kimi-linear') throw new WasteError('E_STATE', `a ${p.cfg.arch} config given to the Kimi-Linear architecture`);
-    const w = loadTrunk(p.source, p.cfg, p.of, p.arenas, p.quant, KIMI_LINEAR_LAYOUT, p.onProgress);
-    return new KimiLinearNetwork(p.cfg, w, p.kernels, p.experts, p.quant, p.record, p.chunk, p.maxContext);
+    const w = loadTrunk(p.source, p.cfg, p.of, p.arenas, p.quant, KIMI_LAYOUT, p.onProgress);
+    return new KimiNetwork(p.cfg, w, p.kernels, p.experts, p.quant, p.record, p.chunk, p.maxContext);
   },
 };

@@ -1,6 +1,14 @@
 import type { Tensor } from '../../container/tensor.js';
 import type { Kernels } from '../../kernels/types.js';
-import type { Scratch } from './scratch.js';
+
+/** The working buffers a dense FFN uses. */
+export interface FfnScratch {
+  /** [T][hidden] the normed input. */
+  norm: Float32Array;
+  /** [T][inter] each the gate's and the up projection's output. */
+  ffA: Float32Array;
+  ffB: Float32Array;
+}
 
 export interface FfnWeights {
   gate: Tensor;
@@ -18,7 +26,7 @@ export function activate(k: Kernels, act: Activation, a: Float32Array, b: Float3
 }
 
 /** A gated feed-forward of the T rows of `x` (usually `s.norm`), into `dst` [T][hidden]. */
-export function ffn(k: Kernels, act: Activation, w: FfnWeights, T: number, s: Scratch, dst: Float32Array, x: Float32Array = s.norm): void {
+export function ffn(k: Kernels, act: Activation, w: FfnWeights, T: number, s: FfnScratch, dst: Float32Array, x: Float32Array = s.norm): void {
   const I = w.gate.rows;
   k.matmulMany([w.gate, w.up], x, [s.ffA, s.ffB], T);
   activate(k, act, s.ffA, s.ffB, T * I);

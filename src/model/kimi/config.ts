@@ -1,7 +1,7 @@
 import type { LayerKind, ModelConfig } from '../../core/model-config.js';
 import { unsupported } from '../../util/errors.js';
 import { Fields } from '../../util/fields.js';
-import type { Activation } from './ffn.js';
+import type { Activation } from '../blocks/ffn.js';
 
 /**
  * The hyper-parameters of a Kimi-family model (Kimi-Linear, Kimi K3), read from a HuggingFace

@@ -4,8 +4,25 @@ import type { ExpertStore, LandedRecord } from '../../core/expert-store.js';
 import type { Kernels, VqExpertJob, VqGeometry } from '../../kernels/types.js';
 import type { Arena } from '../../memory/arena.js';
 import { WasteError } from '../../util/errors.js';
-import { type Activation, type FfnWeights, activate, ffn } from './ffn.js';
-import type { Scratch } from './scratch.js';
+import { type Activation, type FfnScratch, type FfnWeights, activate, ffn } from './ffn.js';
+
+/** The working buffers the MoE block uses in an arena (of trunk layers, or of expert slots). */
+export interface MoeScratch extends FfnScratch {
+  out: Float32Array;
+  shared: Float32Array;
+  router: Float32Array;
+  route: Int32Array;
+  routeW: Float32Array;
+  xLat: Float32Array;
+  yLat: Float32Array;
+  lut: Float32Array;
+  lutDown: Float32Array;
+  expertOut: Float32Array;
+  lookIds: Int32Array;
+  lookW: Float32Array;
+  books: [Float32Array, Float32Array, Float32Array];
+  booksLayer: number;
+}
 
 export interface MoeShape {
   experts: number;
@@ -39,7 +56,7 @@ export interface MoeHost {
   readonly experts: ExpertStore | undefined;
   readonly geom: VqGeometry | undefined;
   readonly record: RecordLayout | undefined;
-  scratchOf(a: Arena): Scratch;
+  scratchOf(a: Arena): MoeScratch;
   readonly routeOverride?: (layer: number, row: number) => number[] | undefined;
   readonly routeObserver?: (layer: number, route: Int32Array, T: number) => void;
 }
@@ -51,7 +68,7 @@ export interface MoeHost {
  * experts on the normed tokens. Results are summed in selection order afterwards, so the order in
  * which records land changes nothing. Output in `s.out`.
  */
-export function moe(h: MoeHost, L: number, w: MoeWeights, T: number, s: Scratch): void {
+export function moe(h: MoeHost, L: number, w: MoeWeights, T: number, s: MoeScratch): void {
   const H = h.hidden;
   const { experts: E, topK: K, renormalize, routedScale } = h.moe;
   const k = h.kernels;
@@ -79,7 +96,7 @@ export function moe(h: MoeHost, L: number, w: MoeWeights, T: number, s: Scratch)
   else {
     const store = h.experts;
     if (!store) throw new WasteError('E_STATE', 'this model has no expert store');
-    const prepared = new Map<Scratch, Uint8Array>();
+    const prepared = new Map<MoeScratch, Uint8Array>();
     const one = (e: number, rec: Uint8Array, arena: Arena) => expert(h, L, w, e, rec, h.scratchOf(arena), s, W, xin, T, prepared);
     // the records that have landed are computed together, each (token, expert) pair whole on one
     // thread: a dispatch per decode step's worth of pairs where expert by expert took three per pair
@@ -112,7 +129,7 @@ export function moe(h: MoeHost, L: number, w: MoeWeights, T: number, s: Scratch)
 }
 
 /** The unquantized reference: every routed expert as dense matrices, for each token routed to it. */
-function denseExperts(h: MoeHost, experts: FfnWeights[], used: number[], W: number, xin: Float32Array, T: number, s: Scratch): void {
+function denseExperts(h: MoeHost, experts: FfnWeights[], used: number[], W: number, xin: Float32Array, T: number, s: MoeScratch): void {
   const { topK: K, inter: I } = h.moe;
   const k = h.kernels;
   for (const e of used) {
@@ -134,7 +151,7 @@ function denseExperts(h: MoeHost, experts: FfnWeights[], used: number[], W: numb
  * the arena its record landed in) and left in the layer's scratch `s`. The gate/up tables depend
  * on the token, not the expert, so each token's are built once per arena and shared.
  */
-function expert(h: MoeHost, L: number, w: MoeWeights, e: number, rec: Uint8Array, sx: Scratch, s: Scratch, W: number, xin: Float32Array, T: number, prepared: Map<Scratch, Uint8Array>): void {
+function expert(h: MoeHost, L: number, w: MoeWeights, e: number, rec: Uint8Array, sx: MoeScratch, s: MoeScratch, W: number, xin: Float32Array, T: number, prepared: Map<MoeScratch, Uint8Array>): void {
   const { topK: K, inter: I } = h.moe;
   const k = h.kernels;
   const geom = h.geom!;
@@ -162,7 +179,7 @@ function expert(h: MoeHost, L: number, w: MoeWeights, e: number, rec: Uint8Array
  * time a record there needs them: they depend on the token, not the expert, so every expert of the
  * layer in that arena shares them.
  */
-function tables(h: MoeHost, L: number, w: MoeWeights, sx: Scratch, s: Scratch, W: number, xin: Float32Array, T: number, t: number, prepared: Map<Scratch, Uint8Array>): [Float32Array, Float32Array] {
+function tables(h: MoeHost, L: number, w: MoeWeights, sx: MoeScratch, s: MoeScratch, W: number, xin: Float32Array, T: number, t: number, prepared: Map<MoeScratch, Uint8Array>): [Float32Array, Float32Array] {
   const geom = h.geom!;
   const lutSize = (W / geom.vecDim) * geom.stages * geom.entries;
   const lutG = sx.lut.subarray(2 * t * lutSize, (2 * t + 1) * lutSize);
@@ -186,7 +203,7 @@ function tables(h: MoeHost, L: number, w: MoeWeights, sx: Scratch, s: Scratch, W
  * `expert` gives, with one dispatch for all of them. An arena without room for the kernels'
  * working rows falls back to `one` (expert by expert).
  */
-function together(h: MoeHost, L: number, w: MoeWeights, landed: readonly LandedRecord[], s: Scratch, W: number, xin: Float32Array, T: number, prepared: Map<Scratch, Uint8Array>, one: (e: number, rec: Uint8Array, arena: Arena) => void): void {
+function together(h: MoeHost, L: number, w: MoeWeights, landed: readonly LandedRecord[], s: MoeScratch, W: number, xin: Float32Array, T: number, prepared: Map<MoeScratch, Uint8Array>, one: (e: number, rec: Uint8Array, arena: Arena) => void): void {
   const K = h.moe.topK;
   const lay = h.record!;
   const byArena = new Map<Arena, LandedRecord[]>();
@@ -212,7 +229,7 @@ function together(h: MoeHost, L: number, w: MoeWeights, landed: readonly LandedR
 }
 
 /** Layer L's transposed codebooks copied into another arena's scratch (for records cached there). */
-function booksIn(L: number, w: MoeWeights, sx: Scratch): [Float32Array, Float32Array, Float32Array] {
+function booksIn(L: number, w: MoeWeights, sx: MoeScratch): [Float32Array, Float32Array, Float32Array] {
   if (sx.booksLayer !== L) {
     for (let kind = 0; kind < 3; kind++) sx.books[kind].set(w.booksT[kind]);
     sx.booksLayer = L;
@@ -228,7 +245,7 @@ function booksIn(L: number, w: MoeWeights, sx: Scratch): [Float32Array, Float32A
  * decode step `s.norm` holds one row per sequence: each depth names every row's first choices before
  * any row's later ones.
  */
-export function lookAhead(h: MoeHost, L: number, layers: readonly { arena: Arena; ffn: { kind: 'dense' } | MoeWeights }[], s: Scratch, T = 1): void {
+export function lookAhead(h: MoeHost, L: number, layers: readonly { arena: Arena; ffn: { kind: 'dense' } | MoeWeights }[], s: MoeScratch, T = 1): void {
   const store = h.experts;
   if (!store || store.lookahead <= 0) return;
   for (let d = 1; d <= store.lookaheadLayers; d++) {
@@ -239,7 +256,7 @@ export function lookAhead(h: MoeHost, L: number, layers: readonly { arena: Arena
 }
 
 /** Layer `layer`'s router on the hidden state in `s.norm`: its top experts, named to the store as a guess `depth` layers ahead. */
-function guess(h: MoeHost, store: ExpertStore, layer: number, depth: number, w: MoeWeights, s: Scratch, sn: Scratch, T: number): void {
+function guess(h: MoeHost, store: ExpertStore, layer: number, depth: number, w: MoeWeights, s: MoeScratch, sn: MoeScratch, T: number): void {
   const H = h.hidden;
   const E = h.moe.experts;
   const n = Math.min(store.lookahead, E, 64);

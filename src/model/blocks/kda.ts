@@ -1,6 +1,19 @@
 import type { Tensor } from '../../container/tensor.js';
 import type { Kernels } from '../../kernels/types.js';
-import type { Scratch } from './scratch.js';
+
+/** The working buffers KDA uses ([T][…] rows of the chunk in flight). */
+export interface KdaScratch {
+  norm: Float32Array;
+  out: Float32Array;
+  q: Float32Array;
+  k: Float32Array;
+  v: Float32Array;
+  g: Float32Array;
+  gate: Float32Array;
+  low: Float32Array;
+  beta: Float32Array;
+  o: Float32Array;
+}
 
 /** L2-norm epsilon inside the square root (fla's l2norm). */
 const L2_EPS = 1e-6;
@@ -43,7 +56,7 @@ export interface KdaState {
  * decay gate, β, L2-normalised q/k, the delta rule, the gated output norm. `st` is the one
  * sequence's state, or each row's (a batched step: rows of different sequences).
  */
-export function kda(k: Kernels, c: KdaShape, eps: number, w: KdaWeights, st: KdaState | readonly KdaState[], T: number, s: Scratch): void {
+export function kda(k: Kernels, c: KdaShape, eps: number, w: KdaWeights, st: KdaState | readonly KdaState[], T: number, s: KdaScratch): void {
   const { heads: NH, headDim: D, convKernel: K } = c;
   const C = NH * D;
   // every product of the normed tokens at once (one preparation of them, one dispatch)
