@@ -135,7 +135,7 @@ export function anthropicRoutes(app: Hono<RouteEnv>, host: Host): void {
   app.post('/v1/messages/count_tokens', async (c) => {
     const b = parseBody(MessagesBody.extend({ max_tokens: z.number().int().min(1).optional().default(1) }), await c.get('json')());
     // each image counted as the rows it will take, as the turn would feed them
-    const n = host.countTokens(await host.images.count(messagesTurn(b), c.req.raw.signal));
+    const n = await host.countTokens(await host.images.count(messagesTurn(b), c.req.raw.signal), c.req.raw.signal);
     // as /v1/messages answers it: a conversation the model cannot take is the client's 400, and
     // its message carries the count, for a client that trims
     host.checkFits(n);
@@ -146,7 +146,7 @@ export function anthropicRoutes(app: Hono<RouteEnv>, host: Host): void {
     refuseIfBusy(host);
     const body = parseBody(MessagesBody, await c.get('json')());
     const signal = c.req.raw.signal;
-    const req = host.prepare(await host.images.resolve(messagesTurn(body), signal));
+    const req = await host.prepare(await host.images.resolve(messagesTurn(body), signal), signal);
     const log: TurnLog = { stream: !!body.stream, waitedSeconds: 0 };
     c.set('turn', log);
     const id = `msg_${randomBytes(12).toString('hex')}`;
