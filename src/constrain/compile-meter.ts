@@ -32,7 +32,7 @@ export class CompileBoundError extends WasteError {
 }
 
 /** Units of work between two turns of the event loop when a compile runs in slices. */
-export const COMPILE_SLICE = 4096;
+export const COMPILE_SLICE = 1024;
 
 /**
  * Counts what a compile does: its size against the limits (throwing CompileBoundError the moment
@@ -50,23 +50,23 @@ export class CompileMeter {
     readonly slice = COMPILE_SLICE,
   ) {}
 
-  /** n more units of schema (a subschema, a name, an enum value). */
+  /** n more units of schema (a subschema, a name, an enum value), counted in one step of work. */
   schema(n = 1): void {
     this.schemaSize += n;
-    this.tick(n);
+    this.tick();
     const max = this.limits.schemaSize;
     if (max !== undefined && this.schemaSize > max) throw new CompileBoundError('schemaSize', max);
   }
 
-  /** n more states of the compiled form. */
+  /** n more states of the compiled form, made in one step of work. */
   state(n = 1): void {
     this.states += n;
-    this.tick(n);
+    this.tick();
     const max = this.limits.grammarStates;
     if (max !== undefined && this.states > max) throw new CompileBoundError('grammarStates', max);
   }
 
-  /** n units of work that make nothing kept. */
+  /** n units of work (a step, or a loop of n done at once). */
   tick(n = 1): void {
     this.work += n;
     this.since += n;

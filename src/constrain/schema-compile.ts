@@ -250,14 +250,14 @@ class Compiler {
     let values: unknown[] | undefined;
     for (const b of term) {
       if (!b.values) continue;
-      this.meter.tick(b.values.length + (values?.length ?? 0));
       if (!values) values = b.values;
       else {
         // by canonical text: comparing every value with every other was quadratic
+        this.meter.tick(b.values.length + values.length);
         const keys = new Set(b.values.map(canonical));
         values = values.filter((v) => keys.has(canonical(v)));
+        if (this.meter.due) yield;
       }
-      if (this.meter.due) yield;
     }
     const types = term.reduce((m, b) => m & (b.types ?? T_ANY), T_ANY);
     const alt: Alternative = {
