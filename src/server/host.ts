@@ -165,15 +165,7 @@ export class Host {
    * one picked is the caller's until it calls `done`.
    */
   sessionFor(ids: readonly number[], minNew: number, images: readonly ImageRows[] = []): { session: Session; fresh: number[]; images: ImageRows[]; done: () => void } {
-    let pick = this.continuing(ids, minNew, images);
-    if (!pick && this.pool.length < this.maxSessions) this.pool.push((pick = { session: this.model.newSession(), used: 0, busy: false }));
-    const idle = this.pool.filter((p) => !p.busy);
-    // the queue lets at most `parallel` turns run, and there are at least that many sessions
-    if (!pick && !idle.length) throw new Error('every session is in use');
-    pick ??= idle.reduce((a, b) => (b.used < a.used ? b : a));
-    const p = pick;
-    p.used = ++this.clock;
-    p.busy = true;
+    const p = this.claim(this.continuing(ids, minNew, images));
     const r = p.session.resume(ids, minNew, images);
     return { session: p.session, fresh: r.fresh, images: r.images, done: () => (p.busy = false) };
   }
@@ -184,14 +176,7 @@ export class Host {
    * after the prompt. The session is the caller's until it calls `done`.
    */
   sessionAt(snapshot: SessionSnapshot): { session: Session; done: () => void } {
-    let pick: (typeof this.pool)[number] | undefined;
-    if (this.pool.length < this.maxSessions) this.pool.push((pick = { session: this.model.newSession(), used: 0, busy: false }));
-    const idle = this.pool.filter((p) => !p.busy);
-    if (!pick && !idle.length) throw new Error('every session is in use');
-    pick ??= idle.reduce((a, b) => (b.used < a.used ? b : a));
-    const p = pick;
-    p.used = ++this.clock;
-    p.busy = true;
+    const p = this.claim(undefined);
     try {
       p.session.restore(snapshot);
     } catch (e) {
@@ -199,6 +184,18 @@ export class Host {
       throw e;
     }
     return { session: p.session, done: () => (p.busy = false) };
+  }
+
+  /** `pick`, else a new session while there is room, else the least recently used idle one: now the caller's. */
+  private claim(pick: (typeof this.pool)[number] | undefined): (typeof this.pool)[number] {
+    if (!pick && this.pool.length < this.maxSessions) this.pool.push((pick = { session: this.model.newSession(), used: 0, busy: false }));
+    const idle = this.pool.filter((p) => !p.busy);
+    // the queue lets at most `parallel` turns run, and there are at least that many sessions
+    if (!pick && !idle.length) throw new Error('every session is in use');
+    pick ??= idle.reduce((a, b) => (b.used < a.used ? b : a));
+    pick.used = ++this.clock;
+    pick.busy = true;
+    return pick;
   }
 
   /** Sessions kept: at least one per turn that may run at once. */

@@ -1,5 +1,6 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { requireTokenizerFiles } from '../tokenizer/load.js';
+import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import * as path from 'node:path';
 import { createAdaptorServer } from '@hono/node-server';
@@ -341,7 +342,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   const app = createApp(host, { ...opts, loopbackOnly: hostname === 'localhost' || hostname === '::1' || hostname.startsWith('127.'), connections: () => ({ open: connections.open, max: bounds.maxConnections }) });
   // the body a route leaves unread is left to node, which reads and drops it (the adapter's own
   // clean-up closes the connection after half a second, a reset for a client still sending)
-  const server = createAdaptorServer({ fetch: app.fetch, hostname, serverOptions: timeoutOptions(bounds.requestTimeoutMs), autoCleanupIncoming: false }) as import('node:http').Server;
+  const server = createAdaptorServer({ fetch: app.fetch, hostname, serverOptions: timeoutOptions(bounds.requestTimeoutMs), autoCleanupIncoming: false }) as Server;
   connections = boundConnections(server, bounds);
   try {
     await new Promise<void>((resolve, reject) => {
