@@ -6,7 +6,7 @@
  * requests answered 408, connections past the bound 503, oversize bodies 413 rather than a reset.
  */
 import assert from 'node:assert/strict';
-import { type ChildProcess, spawn } from 'node:child_process';
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import * as net from 'node:net';
 import * as path from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -152,6 +152,31 @@ describe('what a request may cost', () => {
     } finally {
       await stop(child);
     }
+  });
+
+  it('the bounds are waste serve flags, each reaching the server; bodies in flight below one body are refused in one line', async () => {
+    const { url, child } = await serve(['--max-body', '512K', '--max-inflight', '1M', '--compiles', '3', '--max-schema-size', '100', '--max-grammar-states', '1000', '--request-timeout', '5', '--max-connections', '7']);
+    try {
+      const h = await health(url);
+      assert.deepEqual(
+        [h.requests.max_body_bytes, h.requests.compiles, h.requests.max_connections],
+        [1 << 20, 3, 7],
+      );
+      const big = await post(`${url}/v1/chat/completions`, 'x'.repeat(600 << 10));
+      assert.equal(big.status, 413);
+      assert.match(big.body.error.message, /\(524288 bytes, --max-body\)/);
+      const schema = await post(`${url}/v1/chat/completions`, { messages: user('hi'), max_tokens: 2, response_format: { type: 'json_schema', json_schema: { name: 'w', schema: wide(60) } } });
+      assert.equal(schema.status, 400);
+      assert.match(schema.body.error.message, /more than 100 subschemas.*\(--max-schema-size\)/);
+      const states = await post(`${url}/v1/chat/completions`, { messages: user('hi'), max_tokens: 2, response_format: { type: 'json_schema', json_schema: { name: 'e', schema: { enum: Array.from({ length: 90 }, (_, i) => `a fairly long value ${i}`) } } } });
+      assert.equal(states.status, 400);
+      assert.match(states.body.error.message, /more than 1000 grammar states.*\(--max-grammar-states\)/);
+    } finally {
+      await stop(child);
+    }
+    const r = spawnSync(process.execPath, [BIN, 'serve', DEMO, '--port', '0', '--no-learn', '--max-inflight', '1M'], { encoding: 'utf8' });
+    assert.equal(r.status, 2, r.stderr);
+    assert.equal(r.stderr, 'waste: --max-inflight 1M: at least --max-body (8388608 bytes), or no body of the largest size could be taken\n');
   });
 
   describe('each bound, on a server of small bounds', () => {
