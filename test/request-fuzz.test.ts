@@ -19,7 +19,7 @@ import { BIN, ROOT, testSeed } from './helpers.js';
 const DEMO = path.join(ROOT, 'models/demo');
 const CASES = 320;
 const AT_ONCE = 4;
-/** Not a speed requirement: a case with no answer after this long is a hang. */
+/** Not a speed requirement: a case with no answer after this long is a hang (and the whole run is guarded alike). */
 const HANG_MS = 60_000;
 /** More than this above the server's resident size after its first request is runaway memory. */
 const MEMORY_BOUND = 1536 << 20;
@@ -227,7 +227,7 @@ function wholeAnswer(text: string, streamed: boolean): boolean {
   return /^data: \[DONE\]$/m.test(text) || /^event: message_stop$/m.test(text);
 }
 
-describe('request fuzzing', () => {
+describe('request fuzzing', { timeout: 10 * 60_000 }, () => {
   let child: ChildProcess;
   let url = '';
   let err = '';
