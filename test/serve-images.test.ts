@@ -126,7 +126,7 @@ describe('waste serve takes images', () => {
     const host = server.host;
     const signal = new AbortController().signal;
     const draft = (url: string) => chatTurn(parseBody(ChatCompletionBody, { messages: user([imagePart(url), textPart('Look.')]), max_tokens: 3, reasoning_effort: 'none', logprobs: true }));
-    const turn = host.prepare(await host.images.resolve(draft(dataUrl(png(40, 40, 21))), signal));
+    const turn = await host.prepare(await host.images.resolve(draft(dataUrl(png(40, 40, 21))), signal));
     const release = await host.queue.acquire('test');
     let r;
     try {
@@ -139,7 +139,7 @@ describe('waste serve takes images', () => {
     const next = [...history, 5, 6];
     assert.equal(host.cachedFor(next, 1, turn.images), history.length);
     // another picture of the same size: the same ids, other rows
-    const other = host.prepare(await host.images.resolve(draft(dataUrl(png(40, 40, 22))), signal));
+    const other = await host.prepare(await host.images.resolve(draft(dataUrl(png(40, 40, 22))), signal));
     assert.deepEqual(other.ids, turn.ids);
     assert.equal(host.cachedFor(next, 1, other.images), 0);
     const kept = host.sessionFor(next, 1, turn.images);

@@ -2,7 +2,7 @@ import { WasteError } from '../util/errors.js';
 import { BlankRuns } from './blank-runs.js';
 import type { Grammar } from './grammar.js';
 import { Sink, type Stack, type StateSet, step, stepInto } from './machine.js';
-import { compileGrammar } from './program.js';
+import { type GrammarOptions, compileGrammar } from './program.js';
 import type { ByteTrie } from './trie.js';
 import { vocabIndex } from './vocab-index.js';
 import type { TokenVocab } from './vocab.js';
@@ -26,8 +26,8 @@ export interface TokenConstraint {
  * Constrain sampling to the grammar. Throws E_ARG when the grammar or a schema in it is outside
  * what can be enforced (see schema.ts) or can never be matched.
  */
-export function grammarConstraint(vocab: TokenVocab, grammar: Grammar, endTokens: readonly number[]): TokenConstraint {
-  return new GrammarConstraint(vocab, grammar, endTokens);
+export function grammarConstraint(vocab: TokenVocab, grammar: Grammar, endTokens: readonly number[], opts: GrammarOptions = {}): TokenConstraint {
+  return new GrammarConstraint(vocab, grammar, endTokens, opts);
 }
 
 class GrammarConstraint implements TokenConstraint {
@@ -42,8 +42,9 @@ class GrammarConstraint implements TokenConstraint {
     private readonly vocab: TokenVocab,
     grammar: Grammar,
     endTokens: readonly number[],
+    opts: GrammarOptions,
   ) {
-    const piece = compileGrammar(grammar);
+    const piece = compileGrammar(grammar, opts);
     this.blanks = new BlankRuns(vocab);
     this.ends = new Set(endTokens);
     this.isEnd = new Uint8Array(vocab.size);

@@ -2,7 +2,7 @@ import { WasteError } from '../util/errors.js';
 import type { Grammar, LitTokens } from './grammar.js';
 import { Value } from './json-matcher.js';
 import { Expander, Frame, LitFrame, type Sink, Stack } from './machine.js';
-import { compileSchema } from './schema-compile.js';
+import { type SchemaNode, compileSchema } from './schema-compile.js';
 
 /** A grammar piece compiled: how to begin matching it on top of what follows it. */
 export abstract class Piece {
@@ -47,9 +47,8 @@ class Json extends Piece {
   readonly nullable = false;
   readonly sat: boolean;
   private readonly value: Value;
-  constructor(schema: unknown) {
+  constructor(node: SchemaNode) {
     super();
-    const node = compileSchema(schema);
     this.sat = node.sat;
     this.value = Value.of(node);
   }
@@ -129,30 +128,45 @@ class RepeatFrame extends Expander {
   }
 }
 
+export interface GrammarOptions {
+  /**
+   * Schemas compiled beforehand (compileSchemaSteps, with a request's bounds and in slices), by
+   * the schema object a json piece names; any other schema is compiled here.
+   */
+  schemas?: ReadonlyMap<unknown, SchemaNode>;
+}
+
 /** The grammar compiled; E_ARG when it is malformed or nothing can match it. */
-export function compileGrammar(g: Grammar): Piece {
-  const top = compile(g, 'grammar');
+export function compileGrammar(g: Grammar, opts: GrammarOptions = {}): Piece {
+  // a schema named in several places (a tool in each of the parallel calls) is compiled once
+  const json = new Map<unknown, Json>();
+  const jsonPiece = (schema: unknown) => {
+    let p = json.get(schema);
+    if (!p) json.set(schema, (p = new Json(opts.schemas?.get(schema) ?? compileSchema(schema))));
+    return p;
+  };
+  const top = compile(g, 'grammar', jsonPiece);
   if (!top.sat) throw new WasteError('E_ARG', 'the grammar (or its JSON Schema) admits no finite text: every reply would be cut off');
   return top;
 }
 
-function compile(g: Grammar, at: string): Piece {
+function compile(g: Grammar, at: string, json: (schema: unknown) => Piece): Piece {
   switch (g?.kind) {
     case 'lit':
       if (typeof g.text !== 'string') throw new WasteError('E_ARG', `${at}: lit needs a text`);
       if (g.tokens !== undefined && g.tokens !== 'special' && g.tokens !== 'plain') throw new WasteError('E_ARG', `${at}: lit tokens must be "special" or "plain"`);
       return new Lit(g.text, g.tokens);
     case 'json':
-      return new Json(g.schema);
+      return json(g.schema);
     case 'seq':
-      return new Seq(g.items.map((x, i) => compile(x, `${at}.items[${i}]`)));
+      return new Seq(g.items.map((x, i) => compile(x, `${at}.items[${i}]`, json)));
     case 'alt':
-      return new Alt(g.items.map((x, i) => compile(x, `${at}.items[${i}]`)));
+      return new Alt(g.items.map((x, i) => compile(x, `${at}.items[${i}]`, json)));
     case 'repeat': {
       const { min, max, sep } = g;
       if (!Number.isSafeInteger(min) || min < 0 || !(max === Infinity || (Number.isSafeInteger(max) && max >= min)))
         throw new WasteError('E_ARG', `${at}: repeat needs 0 <= min <= max (got ${min}..${max})`);
-      const item = compile(g.item, `${at}.item`);
+      const item = compile(g.item, `${at}.item`, json);
       // copies of an item that can match nothing would pile up without reading a byte
       if (item.nullable && !sep) throw new WasteError('E_ARG', `${at}: repeating an item that may be empty needs a non-empty sep`);
       return new Repeat(item, min, max, sep);

@@ -1,5 +1,6 @@
 import { WasteError } from '../util/errors.js';
-import { checkSchema, escapePointer, isPlainObject, resolveRef } from './schema.js';
+import { CompileMeter, type Steps, runNow } from './compile-meter.js';
+import { checkSchemaSteps, isPlainObject, resolveRef } from './schema.js';
 
 /*
  * A checked schema compiled to a graph the matcher can follow. Combinators are multiplied out:
@@ -79,8 +80,17 @@ const MAX_ALTERNATIVES = 1_000;
 
 /** The schema as a node graph; E_ARG when it is outside the supported subset (see schema.ts). */
 export function compileSchema(schema: unknown): SchemaNode {
-  checkSchema(schema);
-  return new Compiler(schema).run();
+  return runNow(compileSchemaSteps(schema, new CompileMeter()));
+}
+
+/**
+ * compileSchema as steps that give way every slice of the meter's work (see runSliced), its size
+ * and the states it makes counted on the meter: a compile past one of the meter's limits stops
+ * where it passes it (CompileBoundError).
+ */
+export function* compileSchemaSteps(schema: unknown, meter: CompileMeter): Steps<SchemaNode> {
+  yield* checkSchemaSteps(schema, meter);
+  return yield* new Compiler(schema, meter).run();
 }
 
 class Compiler {
@@ -92,35 +102,43 @@ class Compiler {
   private readonly nodes = new Map<string, SchemaNode>();
   private readonly queue: { node: SchemaNode; bases: Base[] }[] = [];
 
-  constructor(private readonly root: unknown) {}
+  constructor(
+    private readonly root: unknown,
+    private readonly meter: CompileMeter,
+  ) {}
 
-  run(): SchemaNode {
-    const top = this.node([this.parse(this.root, '#')]);
+  *run(): Steps<SchemaNode> {
+    const top = this.node([yield* this.parse(this.root)]);
     for (let i = 0; i < this.queue.length; i++) {
       const { node, bases } = this.queue[i];
-      for (const term of this.expand(bases)) node.alts.push(this.merge(term));
+      for (const term of yield* this.expand(bases)) node.alts.push(yield* this.merge(term));
     }
-    analyse([...this.nodes.values()]);
+    yield* analyse([...this.nodes.values()], this.meter);
     return top;
   }
 
-  private parse(s: unknown, at: string): Base {
+  // checkSchema has walked the schema already: every reference resolves, every keyword is known
+  private *parse(s: unknown): Steps<Base> {
     if (s === true) return this.TRUE;
     if (s === false) return this.FALSE;
     const o = s as Record<string, unknown>;
     const known = this.parsed.get(o);
     if (known) return known;
+    this.meter.state();
+    if (this.meter.due) yield;
     const b: Base = { id: this.nextId++, own: false, allOf: [], anyOf: [] };
     // nullable wraps the schema in a choice, and a $ref back to this object must see the wrapper
     const self: Base = o.nullable === true ? { id: this.nextId++, own: false, allOf: [], anyOf: [[this.NULL, b]] } : b;
     this.parsed.set(o, self);
-    const sub = (v: unknown, key: string) => this.parse(v, `${at}/${key}`);
     if (o.type !== undefined) {
       b.types = (Array.isArray(o.type) ? o.type : [o.type]).reduce((m: number, t) => m | TYPE_BITS[t as string], 0);
       b.own = true;
     }
     if (Array.isArray(o.enum)) b.values = o.enum;
-    if (Object.hasOwn(o, 'const')) b.values = (b.values ?? [o.const]).filter((v) => jsonEqual(v, o.const));
+    if (Object.hasOwn(o, 'const')) {
+      b.values = (b.values ?? [o.const]).filter((v) => jsonEqual(v, o.const));
+      this.meter.tick(b.values.length);
+    }
     if (b.values) b.own = true;
     for (const k of ['minLength', 'maxLength', 'minItems', 'maxItems'] as const) {
       if (typeof o[k] === 'number') {
@@ -129,7 +147,8 @@ class Compiler {
       }
     }
     if (isPlainObject(o.properties)) {
-      b.properties = new Map(Object.entries(o.properties).map(([k, v]) => [k, sub(v, `properties/${escapePointer(k)}`)]));
+      b.properties = new Map();
+      for (const [k, v] of Object.entries(o.properties)) b.properties.set(k, yield* this.parse(v));
       b.own = true;
     }
     if (Array.isArray(o.required)) {
@@ -137,34 +156,41 @@ class Compiler {
       b.own = true;
     }
     if (o.additionalProperties !== undefined) {
-      b.additional = sub(o.additionalProperties, 'additionalProperties');
+      b.additional = yield* this.parse(o.additionalProperties);
       b.own = true;
     }
     if (o.items !== undefined) {
-      b.items = sub(o.items, 'items');
+      b.items = yield* this.parse(o.items);
       b.own = true;
     }
     if (Array.isArray(o.prefixItems)) {
-      b.prefixItems = o.prefixItems.map((v, i) => sub(v, `prefixItems/${i}`));
+      b.prefixItems = [];
+      for (const v of o.prefixItems) b.prefixItems.push(yield* this.parse(v));
       b.own = true;
     }
     // one at a time: push(...list) would pass a schema's whole allOf as arguments, on the stack
-    if (Array.isArray(o.allOf)) o.allOf.forEach((v, i) => b.allOf.push(sub(v, `allOf/${i}`)));
-    if (typeof o.$ref === 'string') b.allOf.push(this.parse(resolveRef(this.root, o.$ref, `${at}/$ref`), o.$ref));
+    if (Array.isArray(o.allOf)) for (const v of o.allOf) b.allOf.push(yield* this.parse(v));
+    if (typeof o.$ref === 'string') b.allOf.push(yield* this.parse(resolveRef(this.root, o.$ref, o.$ref)));
     for (const k of ['anyOf', 'oneOf'] as const) {
       const list = o[k];
-      if (Array.isArray(list)) b.anyOf.push(list.map((v, i) => sub(v, `${k}/${i}`)));
+      if (Array.isArray(list)) {
+        const choice: Base[] = [];
+        for (const v of list) choice.push(yield* this.parse(v));
+        b.anyOf.push(choice);
+      }
     }
     return self;
   }
 
   /** The node for the conjunction of these schemas (shared by every path that reaches the same set). */
   private node(bases: Base[]): SchemaNode {
+    this.meter.tick(bases.length);
     const ids = [...new Set(bases.filter((b) => b !== this.TRUE).map((b) => b.id))].sort((a, b) => a - b);
     const key = ids.includes(this.FALSE.id) ? 'false' : ids.join(',');
     let n = this.nodes.get(key);
     if (!n) {
       if (this.nodes.size >= MAX_NODES) throw new WasteError('E_ARG', `JSON Schema too complex to enforce while sampling (over ${MAX_NODES} combinations of subschemas)`);
+      this.meter.state();
       n = { id: this.nodes.size, alts: [], sat: false };
       this.nodes.set(key, n);
       this.queue.push({ node: n, bases: key === 'false' ? [this.FALSE] : bases });
@@ -179,7 +205,7 @@ class Compiler {
    * are taken one at a time: recursing once per part overflowed the call stack on a long allOf, and
    * copying what is left at every step made it quadratic.
    */
-  private expand(bases: Base[]): Base[][] {
+  private *expand(bases: Base[]): Steps<Base[][]> {
     const out: Base[][] = [];
     const tooMany = () => new WasteError('E_ARG', `JSON Schema too complex to enforce while sampling (over ${MAX_ALTERNATIVES} alternatives in one place)`);
     // `pending` is what is left to take, the next last; a branch is a choice's options still to try
@@ -187,11 +213,14 @@ class Compiler {
     const branches: { walk: Walk; options: Base[]; next: number }[] = [];
     let walk: Walk | undefined = { pending: [...bases].reverse(), term: [], seen: new Set() };
     for (;;) {
+      if (this.meter.due) yield;
+      this.meter.tick();
       if (!walk) {
         const b = branches[branches.length - 1];
         if (!b) return out;
         const option = b.options[b.next++];
         if (b.next === b.options.length) branches.pop();
+        this.meter.tick(b.walk.pending.length + b.walk.term.length + b.walk.seen.size);
         walk = { pending: [...b.walk.pending, option], term: [...b.walk.term], seen: new Set(b.walk.seen) };
       }
       if (out.length > MAX_ALTERNATIVES) throw tooMany();
@@ -213,12 +242,23 @@ class Compiler {
     }
   }
 
-  private merge(term: Base[]): Alternative {
+  private *merge(term: Base[]): Steps<Alternative> {
+    this.meter.state();
     // loops, not Math.max(...list): a conjunction can hold more schemas than a call takes arguments
     const max = (k: 'minLength' | 'minItems') => term.reduce((m, b) => Math.max(m, b[k] ?? 0), 0);
     const min = (k: 'maxLength' | 'maxItems') => term.reduce((m, b) => Math.min(m, b[k] ?? Infinity), Infinity);
     let values: unknown[] | undefined;
-    for (const b of term) if (b.values) values = values ? values.filter((v) => b.values!.some((w) => jsonEqual(v, w))) : b.values;
+    for (const b of term) {
+      if (!b.values) continue;
+      if (!values) values = b.values;
+      else {
+        // by canonical text: comparing every value with every other was quadratic
+        this.meter.tick(b.values.length + values.length);
+        const keys = new Set(b.values.map(canonical));
+        values = values.filter((v) => keys.has(canonical(v)));
+        if (this.meter.due) yield;
+      }
+    }
     const types = term.reduce((m, b) => m & (b.types ?? T_ANY), T_ANY);
     const alt: Alternative = {
       types,
@@ -238,7 +278,11 @@ class Compiler {
     // subschemas of types this alternative cannot take are not compiled at all
     if (types & T_ARRAY) {
       const prefixLength = term.reduce((m, b) => Math.max(m, b.prefixItems?.length ?? 0), 0);
-      for (let i = 0; i < prefixLength; i++) alt.prefix.push(this.node(term.map((b) => (b.prefixItems && i < b.prefixItems.length ? b.prefixItems[i] : (b.items ?? this.TRUE)))));
+      for (let i = 0; i < prefixLength; i++) {
+        this.meter.state();
+        alt.prefix.push(this.node(term.map((b) => (b.prefixItems && i < b.prefixItems.length ? b.prefixItems[i] : (b.items ?? this.TRUE)))));
+        if (this.meter.due) yield;
+      }
       alt.items = this.node(term.map((b) => b.items ?? this.TRUE));
     }
     if (types & T_OBJECT) {
@@ -247,7 +291,12 @@ class Compiler {
         for (const k of b.properties?.keys() ?? []) keys.add(k);
         for (const k of b.required ?? []) keys.add(k);
       }
-      for (const k of keys) alt.props.set(k, this.node(term.map((b) => b.properties?.get(k) ?? b.additional ?? this.TRUE)));
+      for (const k of keys) {
+        // the matcher keeps each name's spelling in a trie of this alternative's keys
+        this.meter.state(1 + k.length);
+        alt.props.set(k, this.node(term.map((b) => b.properties?.get(k) ?? b.additional ?? this.TRUE)));
+        if (this.meter.due) yield;
+      }
       alt.required = [...new Set(term.flatMap((b) => b.required ?? []))];
       alt.additional = this.node(term.map((b) => b.additional ?? this.TRUE));
     }
@@ -258,22 +307,73 @@ class Compiler {
 /**
  * Which nodes some finite value satisfies: the least fixed point (a node is satisfiable once one of
  * its alternatives is, given what is known so far), so a schema that can only recurse forever is
- * not. The matcher offers only satisfiable choices, so a reply can always be finished.
+ * not. The matcher offers only satisfiable choices, so a reply can always be finished. Worked from
+ * a list of nodes newly found satisfiable, each waking only the alternatives that need it: going
+ * over every alternative until nothing changed took as many rounds as the longest chain of nodes.
  */
-function analyse(nodes: SchemaNode[]): void {
-  for (const n of nodes) for (const a of n.alts) if (a.values) a.texts = [...new Set(a.values.filter((v) => acceptsOwn(a, v)).map((v) => JSON.stringify(v)))];
-  for (let changed = true; changed; ) {
-    changed = false;
-    for (const n of nodes) {
-      for (const a of n.alts) {
-        if (a.sat) continue;
-        a.satTypes = a.texts ? 0 : satTypes(a);
-        a.sat = a.texts ? a.texts.length > 0 : a.satTypes !== 0;
-        if (a.sat && !n.sat) n.sat = changed = true;
+function* analyse(nodes: SchemaNode[], meter: CompileMeter): Steps<void> {
+  for (const n of nodes) {
+    for (const a of n.alts) {
+      if (!a.values) continue;
+      // the texts the matcher will keep in a trie, byte by byte
+      const texts = new Set<string>();
+      for (const v of a.values) {
+        meter.tick();
+        if (acceptsOwn(a, v)) {
+          const t = JSON.stringify(v);
+          if (!texts.has(t)) {
+            texts.add(t);
+            meter.state(t.length);
+          }
+        }
+        if (meter.due) yield;
       }
+      a.texts = [...texts];
+    }
+  }
+  const found: SchemaNode[] = [];
+  const visit = (n: SchemaNode, a: Alternative) => {
+    meter.tick();
+    if (a.sat) return;
+    a.satTypes = a.texts ? 0 : satTypes(a);
+    a.sat = a.texts ? a.texts.length > 0 : a.satTypes !== 0;
+    if (a.sat && !n.sat) {
+      n.sat = true;
+      found.push(n);
+    }
+  };
+  // the alternatives waiting on each node: those whose satisfiability looks at it
+  const waiting = new Map<SchemaNode, { n: SchemaNode; a: Alternative }[]>();
+  for (const n of nodes) {
+    for (const a of n.alts) {
+      for (const d of needs(a)) {
+        let list = waiting.get(d);
+        if (!list) waiting.set(d, (list = []));
+        list.push({ n, a });
+      }
+      visit(n, a);
+      if (meter.due) yield;
+    }
+  }
+  for (let d = found.pop(); d; d = found.pop()) {
+    for (const { n, a } of waiting.get(d) ?? []) {
+      visit(n, a);
+      if (meter.due) yield;
     }
   }
   for (const n of nodes) for (const a of n.alts) a.satTypes = a.texts ? 0 : satTypes(a);
+}
+
+/** The nodes whose satisfiability satTypes(a) looks at. */
+function needs(a: Alternative): SchemaNode[] {
+  if (a.texts) return [];
+  const out: SchemaNode[] = [];
+  if (a.types & T_ARRAY && a.minItems <= a.maxItems) {
+    for (let i = 0; i < Math.min(a.minItems, a.prefix.length); i++) out.push(a.prefix[i]);
+    if (a.minItems > a.prefix.length) out.push(a.items);
+  }
+  if (a.types & T_OBJECT) for (const k of a.required) out.push(a.props.get(k)!);
+  return out;
 }
 
 function satTypes(a: Alternative): number {
@@ -296,7 +396,29 @@ export function itemAt(a: Alternative, i: number): SchemaNode {
 
 /** Whether a JSON value satisfies the node (used to keep only the enum values a schema allows). */
 export function accepts(n: SchemaNode, v: unknown): boolean {
-  return n.alts.some((a) => (!a.values || a.values.some((w) => jsonEqual(v, w))) && acceptsOwn(a, v));
+  let key: string | undefined;
+  return n.alts.some((a) => {
+    if (a.values) {
+      // looked up by canonical text: an enum of arrays whose items are enums compared every pair
+      let keys = valueKeys.get(a);
+      if (!keys) valueKeys.set(a, (keys = new Set(a.values.map(canonical))));
+      if (!keys.has((key ??= canonical(v)))) return false;
+    }
+    return acceptsOwn(a, v);
+  });
+}
+
+const valueKeys = new WeakMap<Alternative, Set<string>>();
+
+/** A JSON value's text with every object's keys in order: two values are jsonEqual exactly when their texts are equal. */
+function canonical(v: unknown): string {
+  if (v === null || typeof v !== 'object') return String(JSON.stringify(v));
+  if (Array.isArray(v)) return `[${v.map(canonical).join(',')}]`;
+  const o = v as Record<string, unknown>;
+  return `{${Object.keys(o)
+    .sort()
+    .map((k) => `${JSON.stringify(k)}:${canonical(o[k])}`)
+    .join(',')}}`;
 }
 
 function acceptsOwn(a: Alternative, v: unknown): boolean {

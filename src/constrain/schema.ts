@@ -1,5 +1,6 @@
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { WasteError, quoted } from '../util/errors.js';
+import { CompileMeter, type Steps, runNow } from './compile-meter.js';
 
 /*
  * The JSON Schema subset sampling can enforce, byte by byte:
@@ -34,84 +35,106 @@ const MAX_DEPTH = 64;
  * naming the unsupported keyword and its JSON pointer) otherwise, or when the schema is malformed.
  */
 export function checkSchema(schema: unknown): void {
+  runNow(checkSchemaSteps(schema, new CompileMeter()));
+}
+
+/** Where a subschema is (its JSON pointer), spelled only when an error needs it. */
+type At = () => string;
+
+/**
+ * checkSchema as steps that give way every slice of the meter's work, counting the schema's size
+ * on the meter (CompileBoundError past its limit: a list is counted before it is looked at).
+ */
+export function* checkSchemaSteps(schema: unknown, meter: CompileMeter): Steps<void> {
   const seen = new Set<unknown>();
   let depth = 0;
-  const walk = (s: unknown, at: string): void => {
+  function* walk(s: unknown, at: At): Steps<void> {
+    meter.schema();
+    if (meter.due) yield;
     if (typeof s === 'boolean') return;
-    if (depth >= MAX_DEPTH) throw bad(at, `schemas nested deeper than ${MAX_DEPTH} levels are not supported`);
+    if (depth >= MAX_DEPTH) throw bad(at(), `schemas nested deeper than ${MAX_DEPTH} levels are not supported`);
     depth++;
     try {
-      walkObject(s, at);
+      yield* walkObject(s, at);
     } finally {
       depth--;
     }
-  };
-  const walkObject = (s: unknown, at: string): void => {
-    if (!isPlainObject(s)) throw bad(at, `a schema must be an object or a boolean (got ${describe(s)})`);
+  }
+  function* walkObject(s: unknown, at: At): Steps<void> {
+    if (!isPlainObject(s)) throw bad(at(), `a schema must be an object or a boolean (got ${describe(s)})`);
     if (seen.has(s)) return;
     seen.add(s);
-    for (const [key, v] of Object.entries(s)) {
-      const here = `${at}/${escapePointer(key)}`;
+    for (const key in s) {
+      if (!Object.hasOwn(s, key)) continue;
+      const v = s[key];
+      meter.tick();
       if (ANNOTATIONS.has(key)) continue;
+      // the pointer is spelled only where it is needed: most keys never need it
+      const here = () => `${at()}/${escapePointer(key)}`;
       switch (key) {
         case 'type': {
           const names = Array.isArray(v) ? v : [v];
+          meter.schema(names.length);
           if (names.length === 0 || names.some((n) => typeof n !== 'string' || !TYPES.has(n)))
-            throw bad(here, `must be one of ${[...TYPES].join(', ')} or a non-empty list of them (got ${describe(v)})`);
+            throw bad(here(), `must be one of ${[...TYPES].join(', ')} or a non-empty list of them (got ${describe(v)})`);
           break;
         }
         case 'enum':
-          if (!Array.isArray(v)) throw bad(here, `must be an array (got ${describe(v)})`);
+          if (!Array.isArray(v)) throw bad(here(), `must be an array (got ${describe(v)})`);
+          meter.schema(v.length);
           break;
         case 'const':
+          meter.schema();
           break;
         case 'properties':
         case '$defs':
         case 'definitions':
-          if (!isPlainObject(v)) throw bad(here, `must be an object of schemas (got ${describe(v)})`);
-          for (const [name, sub] of Object.entries(v)) walk(sub, `${here}/${escapePointer(name)}`);
+          if (!isPlainObject(v)) throw bad(here(), `must be an object of schemas (got ${describe(v)})`);
+          for (const name in v) if (Object.hasOwn(v, name)) yield* walk(v[name], () => `${here()}/${escapePointer(name)}`);
           break;
         case 'required':
-          if (!Array.isArray(v) || v.some((n) => typeof n !== 'string')) throw bad(here, `must be an array of strings (got ${describe(v)})`);
+          if (!Array.isArray(v)) throw bad(here(), `must be an array of strings (got ${describe(v)})`);
+          meter.schema(v.length);
+          if (v.some((n) => typeof n !== 'string')) throw bad(here(), `must be an array of strings (got ${describe(v)})`);
           break;
         case 'additionalProperties':
-          walk(v, here);
+          yield* walk(v, here);
           break;
         case 'items':
-          if (Array.isArray(v)) throw bad(here, 'an array of schemas (the draft-07 tuple form) is not supported: use prefixItems');
-          walk(v, here);
+          if (Array.isArray(v)) throw bad(here(), 'an array of schemas (the draft-07 tuple form) is not supported: use prefixItems');
+          yield* walk(v, here);
           break;
         case 'prefixItems':
         case 'anyOf':
         case 'oneOf':
         case 'allOf':
-          if (!Array.isArray(v) || (key !== 'prefixItems' && v.length === 0)) throw bad(here, `must be a non-empty array of schemas (got ${describe(v)})`);
-          v.forEach((sub, i) => walk(sub, `${here}/${i}`));
+          if (!Array.isArray(v) || (key !== 'prefixItems' && v.length === 0)) throw bad(here(), `must be a non-empty array of schemas (got ${describe(v)})`);
+          for (let i = 0; i < v.length; i++) yield* walk(v[i], () => `${here()}/${i}`);
           break;
         case 'minItems':
         case 'maxItems':
         case 'minLength':
         case 'maxLength':
-          if (!Number.isSafeInteger(v) || (v as number) < 0) throw bad(here, `must be a non-negative integer (got ${describe(v)})`);
+          if (!Number.isSafeInteger(v) || (v as number) < 0) throw bad(here(), `must be a non-negative integer (got ${describe(v)})`);
           // a lower bound no reply could reach is a mistake (or an attack on the compiler), not a schema
-          if (key.startsWith('min') && (v as number) > MAX_LOWER_BOUND) throw bad(here, `must be at most ${MAX_LOWER_BOUND} (got ${v})`);
+          if (key.startsWith('min') && (v as number) > MAX_LOWER_BOUND) throw bad(here(), `must be at most ${MAX_LOWER_BOUND} (got ${v})`);
           break;
         case 'nullable':
-          if (typeof v !== 'boolean') throw bad(here, `must be true or false (got ${describe(v)})`);
+          if (typeof v !== 'boolean') throw bad(here(), `must be true or false (got ${describe(v)})`);
           break;
         case '$ref':
-          if (typeof v !== 'string') throw bad(here, `must be a string (got ${describe(v)})`);
-          walk(resolveRef(schema, v, here), v);
+          if (typeof v !== 'string') throw bad(here(), `must be a string (got ${describe(v)})`);
+          yield* walk(resolveRef(schema, v, here()), () => v);
           break;
         default:
           throw new WasteError(
             'E_ARG',
-            `JSON Schema keyword "${key}" at ${here} cannot be enforced while sampling (supported: ${SUPPORTED}; annotations such as description and format are ignored)`,
+            `JSON Schema keyword "${clip(key)}" at ${at()}/${escapePointer(clip(key))} cannot be enforced while sampling (supported: ${SUPPORTED}; annotations such as description and format are ignored)`,
           );
       }
     }
-  };
-  walk(schema, '#');
+  }
+  yield* walk(schema, () => '#');
 }
 
 /** The schema a local $ref names (#, #/$defs/x, #/definitions/x, or any JSON pointer into the root). */
@@ -193,8 +216,11 @@ export function escapePointer(key: string): string {
 }
 
 function bad(at: string, what: string): WasteError {
-  return new WasteError('E_ARG', `JSON Schema at ${at}: ${what}`);
+  return new WasteError('E_ARG', `JSON Schema at ${at.length > 200 ? `${at.slice(0, 197)}...` : at}: ${what}`);
 }
+
+/** A key as errors quote it: at most 60 characters of it. */
+const clip = (key: string) => (key.length > 60 ? `${key.slice(0, 57)}...` : key);
 
 function describe(v: unknown): string {
   const s = JSON.stringify(v);

@@ -58,6 +58,12 @@ export interface SessionGenerateOptions extends GenerateOptions {
   markup?: boolean;
 }
 
+/** A session as it was at one point (Session.snapshot), to be put back into one of the same model. */
+export interface SessionSnapshot {
+  readonly data: Uint8Array;
+  readonly media: readonly (string | undefined)[];
+}
+
 /**
  * One sequence: its recurrent state, latent cache, position and the tokens it has consumed. Feed it
  * ids (`forward`) or let it continue text (`generate`); save it to a file and load it back to
@@ -282,6 +288,27 @@ export class Session {
     this.media = history.map((id) => (id === token ? UNKNOWN_IMAGE : undefined));
     this.last = logits;
     return saved;
+  }
+
+  /**
+   * The session as it is now — state, history, the last logits — to put back with restore(),
+   * into this session or another of the same model: a save and a load without the file, so one
+   * prompt prefilled once can start several replies.
+   */
+  snapshot(): SessionSnapshot {
+    if (this.released) throw new WasteError('E_STATE', 'the session has been closed');
+    if (this.lost !== undefined) throw new WasteError('E_STATE', `the session's state was lost when a forward pass failed (${this.lost})`);
+    return { data: this.host.net.encodeState(this.state, this.tokens, this.last, new Uint8Array(0), this.host.identity()), media: [...this.media] };
+  }
+
+  /** Put back a snapshot of this model's sessions (checked as a load is: on a fault this session is left as it was). */
+  restore(snapshot: SessionSnapshot): void {
+    if (this.released) throw new WasteError('E_STATE', 'the session has been closed');
+    const { history, logits } = this.host.net.decodeState(this.state, snapshot.data, this.host.identity(), 'a session snapshot', () => {});
+    this.tokens = history;
+    this.media = [...snapshot.media];
+    this.last = logits;
+    this.lost = undefined;
   }
 
   /** Give the session's memory back to the model for reuse. */

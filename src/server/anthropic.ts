@@ -163,7 +163,7 @@ export function anthropicRoutes(app: Hono<RouteEnv>, host: Host): void {
     refuseUnsupported(doc);
     const b = parseBody(MessagesBody.extend({ max_tokens: z.number().int().min(1).optional().default(1) }), doc);
     // each image counted as the rows it will take, as the turn would feed them
-    const n = host.countTokens(await host.images.count(messagesTurn(b), c.req.raw.signal));
+    const n = await host.countTokens(await host.images.count(messagesTurn(b), c.req.raw.signal), c.req.raw.signal);
     // as /v1/messages answers it: a conversation the model cannot take is the client's 400, and
     // its message carries the count, for a client that trims
     host.checkFits(n);
@@ -176,7 +176,7 @@ export function anthropicRoutes(app: Hono<RouteEnv>, host: Host): void {
     refuseUnsupported(doc);
     const body = parseBody(MessagesBody, doc);
     const signal = c.req.raw.signal;
-    const req = host.prepare(await host.images.resolve(messagesTurn(body), signal));
+    const req = await host.prepare(await host.images.resolve(messagesTurn(body), signal), signal);
     const log: TurnLog = { stream: !!body.stream, waitedSeconds: 0 };
     c.set('turn', log);
     const id = `msg_${randomBytes(12).toString('hex')}`;

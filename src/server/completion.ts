@@ -5,6 +5,7 @@ import { relay } from '../util/relay.js';
 import { yieldToLoop } from '../util/yield-to-loop.js';
 import { ApiError, badRequest } from './errors.js';
 import type { Host, TurnResult } from './host.js';
+import { type PromptFork, prefill } from './prompt-fork.js';
 
 /** A text completion as OpenAI's legacy API asks for it: text in, text out, no chat template. */
 export interface CompletionRequest {
@@ -23,6 +24,8 @@ export interface PreparedCompletion {
   req: CompletionRequest;
   ids: number[];
   maxTokens: number;
+  /** Shared by the choices of one request: the prompt is run for the first and copied for the others. */
+  fork?: PromptFork;
 }
 
 /** A token of the returned text: the first prompt token has no log-probability (nothing precedes it). */
@@ -64,10 +67,11 @@ export function prepareCompletion(host: Host, req: CompletionRequest): PreparedC
 /**
  * Run a completion (the caller holds the queue): yields its text and tokens as they come, returns
  * the whole. Scoring an echoed prompt feeds it from the start (every position's logits are needed);
- * otherwise the session picks up where it left off when the prompt extends what it has seen.
+ * otherwise the session picks up where it left off when the prompt extends what it has seen. With
+ * a fork (choices of one request), only the first choice runs the prompt.
  */
 export async function* runCompletion(host: Host, prep: PreparedCompletion, signal: AbortSignal): AsyncGenerator<CompletionEvent, CompletionResult> {
-  const { req, ids } = prep;
+  const { req, ids, fork } = prep;
   const model = host.model;
   const tok = model.tokenizer();
   const V = model.config.vocab;
@@ -99,16 +103,36 @@ export async function* runCompletion(host: Host, prep: PreparedCompletion, signa
   // scoring the prompt needs the logits after each of its tokens: it is fed from the start
   const scoring = req.echo && tokens !== undefined;
   const generating = prep.maxTokens > 0;
-  const picked = scoring || generating ? host.sessionFor(scoring ? [] : ids, scoring ? 0 : 1) : undefined;
-  const fresh = scoring || !picked ? [] : picked.fresh;
-  const cachedTokens = picked && !scoring ? ids.length - fresh.length : 0;
+  // a later choice of a fork: the prompt has been run, its results are copied
+  const copied = fork !== undefined && (generating ? fork.state !== undefined : fork.scored !== undefined);
+  const first = fork !== undefined && !copied;
+  const picked = copied
+    ? generating
+      ? { ...host.sessionAt(fork.state!), fresh: [] as number[] }
+      : undefined
+    : scoring || generating
+      ? host.sessionFor(scoring ? [] : ids, scoring ? 0 : 1)
+      : undefined;
+  let fresh = scoring || !picked ? [] : picked.fresh;
+  const cachedTokens = copied ? ids.length : picked && !scoring ? ids.length - fresh.length : 0;
   try {
-    if (scoring) {
+    if (scoring && copied) {
+      for (const { held: h, piece } of fork.scored!) {
+        held.push(...h.map((e) => ({ ...e })));
+        yield* release(piece);
+      }
+    } else if (scoring) {
       const session = picked!.session;
       session.reset();
       const dec = tok.decoder();
+      // the first choice of a fork keeps what it gives out, for the others
+      const scored: { held: CompletionToken[]; piece: string }[] = [];
+      const out = function* (piece: string): Generator<CompletionEvent> {
+        if (first) scored.push({ held: held.map((e) => ({ ...e })), piece });
+        yield* release(piece);
+      };
       held.push({ token: ids[0], logprob: null, top: null, offset: 0 });
-      yield* release(dec.push(ids[0]));
+      yield* out(dec.push(ids[0]));
       for (let i = 0; i < ids.length && !aborted; i += SCORE_CHUNK) {
         const chunk = ids.slice(i, i + SCORE_CHUNK);
         const rows = await session.forward(chunk, { allLogits: true });
@@ -116,15 +140,26 @@ export async function* runCompletion(host: Host, prep: PreparedCompletion, signa
           const row = rows.subarray(j * V, (j + 1) * V);
           const next = ids[i + j + 1];
           held.push({ token: next, logprob: row[next] - logSumExp(row), top: n ? topLogprobs(row, n) : [], offset: 0 });
-          yield* release(dec.push(next));
+          yield* out(dec.push(next));
         }
         await yieldToLoop();
         aborted = signal.aborted;
       }
-      yield* release(dec.flush());
+      yield* out(dec.flush());
       prefillSeconds = (performance.now() - t0) / 1000;
+      if (first && !aborted) fork.scored = scored;
     } else if (req.echo) {
       yield* release(tok.decode(ids));
+    }
+    if (generating && !aborted && first) {
+      // the first choice runs the prompt and leaves the state after it for the others
+      if (!scoring) {
+        const t1 = performance.now();
+        aborted = (await prefill(picked!.session, fresh, signal)).length > 0;
+        fresh = [];
+        prefillSeconds += (performance.now() - t1) / 1000;
+      }
+      if (!aborted) fork.state = picked!.session.snapshot();
     }
     if (generating && !aborted) {
       const gen = picked!.session.generate(fresh, { ...req.sampling, maxTokens: prep.maxTokens, signal, ...(n !== undefined ? { logprobs: true, topLogprobs: n } : {}) });

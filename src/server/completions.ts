@@ -2,7 +2,8 @@ import { randomBytes } from 'node:crypto';
 import type { Hono } from 'hono';
 import { z } from 'zod';
 import { type CompletionResult, type CompletionToken, prepareCompletion, runCompletion } from './completion.js';
-import { badRequest } from './errors.js';
+import { PromptFork } from './prompt-fork.js';
+import { ApiError, badRequest } from './errors.js';
 import type { Host } from './host.js';
 import { SamplingFields, parseBody, samplingOf } from './openai-request.js';
 import { type TurnLog, choiceSampling, drain, holdEngine, queuedChoices, refuseIfBusy, streamChoices, wasteStats } from './run-turn.js';
@@ -48,25 +49,44 @@ function promptOf(p: z.infer<typeof CompletionBody>['prompt']): string | number[
   return p[0] as string | number[];
 }
 
+/**
+ * A prompt of token ids longer than the context is refused before its ids are checked one by one:
+ * a body of millions of ids would otherwise be validated whole before it was found too long.
+ */
+function refuseLongIds(host: Host, doc: unknown): void {
+  const p = (doc as { prompt?: unknown } | null)?.prompt;
+  const ids = Array.isArray(p) && p.length === 1 && Array.isArray(p[0]) ? p[0] : p;
+  const limit = host.contextLength;
+  if (Array.isArray(ids) && ids.length > limit && typeof ids[0] === 'number')
+    throw new ApiError(400, `the prompt is ${ids.length} tokens and this model's context is ${limit}`, 'invalid_request_error', 'context_length_exceeded', 'prompt');
+}
+
 const usage = (r: CompletionResult) => ({ prompt_tokens: r.promptTokens, completion_tokens: r.completionTokens, total_tokens: r.promptTokens + r.completionTokens, prompt_tokens_details: { cached_tokens: r.cachedTokens } });
 
 /** POST /v1/completions: OpenAI's legacy text completions (no chat template), with echo and logprobs for scoring. */
 export function completionRoutes(app: Hono<RouteEnv>, host: Host): void {
   app.post('/v1/completions', async (c) => {
     refuseIfBusy(host);
-    const b = parseBody(CompletionBody, await c.get('json')());
+    const doc = await c.get('json')();
+    refuseLongIds(host, doc);
+    const b = parseBody(CompletionBody, doc);
     if (b.suffix) throw badRequest('suffix: insertion is not supported', 'suffix');
     const prompt = promptOf(b.prompt);
     const sampling = samplingOf(b);
-    const preps = Array.from({ length: b.n ?? 1 }, (_, i) =>
-      prepareCompletion(host, {
-        prompt,
-        echo: !!b.echo,
-        ...(b.logprobs != null ? { logprobs: b.logprobs } : {}),
-        sampling: choiceSampling(sampling, i),
-        ...(b.max_tokens != null ? { maxTokens: b.max_tokens } : {}),
-      }),
-    );
+    const prep = prepareCompletion(host, {
+      prompt,
+      echo: !!b.echo,
+      ...(b.logprobs != null ? { logprobs: b.logprobs } : {}),
+      sampling,
+      ...(b.max_tokens != null ? { maxTokens: b.max_tokens } : {}),
+    });
+    // the choices share the prompt: it is run once, for the first, and its state copied for the rest
+    const fork = (b.n ?? 1) > 1 ? new PromptFork() : undefined;
+    const preps = Array.from({ length: b.n ?? 1 }, (_, i) => {
+      const choice = choiceSampling(sampling, i);
+      host.checkSampling(choice);
+      return { ...prep, req: { ...prep.req, sampling: choice }, ...(fork ? { fork } : {}) };
+    });
     const signal = c.req.raw.signal;
     const log: TurnLog = { stream: !!b.stream, waitedSeconds: 0 };
     c.set('turn', log);

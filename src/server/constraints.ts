@@ -1,6 +1,7 @@
 import { type TokenConstraint, grammarConstraint } from '../constrain/constraint.js';
 import { type Grammar, alt, json, lit, seq } from '../constrain/grammar.js';
 import type { TokenVocab } from '../constrain/vocab.js';
+import type { SchemaNode } from '../constrain/schema-compile.js';
 import { HERMES_TOOL_MARKERS, KIMI_TOOL_MARKERS } from '../generate/reply.js';
 import type { PromptSegment, ReplySyntax } from '../tokenizer/chat.js';
 import { MAX_PARALLEL, type ToolDecl, optional } from './tool-decl.js';
@@ -87,6 +88,8 @@ export interface ConstraintPlan {
   reasoningFirst: boolean;
   /** Structured output: the JSON Schema the content must match. */
   schema?: unknown;
+  /** The schemas compiled already (with the request's bounds), by schema object. */
+  schemas?: ReadonlyMap<unknown, SchemaNode>;
   /** Tools the model may call, and whether it must; `base`: the calls the conversation already holds (Kimi numbers its call ids on from there). */
   tools?: { decls: ToolDecl[]; required: boolean; parallel: boolean; base?: number };
   /** Most tokens of reasoning before the block is closed for the model. */
@@ -124,7 +127,7 @@ function planConstraint(p: ConstraintPlan): { constraint?: TokenConstraint; forc
   // calls after a section marker under "auto", the answer after the reasoning): a schema that
   // cannot be enforced is the request's 400, not a fault in the middle of a reply
   const now = (g: Grammar) => {
-    const c = grammarConstraint(p.vocab, g, p.endTokens);
+    const c = grammarConstraint(p.vocab, g, p.endTokens, { schemas: p.schemas });
     return () => c;
   };
   const afterReasoning = (make: () => TokenConstraint) => (p.reasoningFirst && p.syntax.think ? new After(new TextWatch(p.vocab, p.syntax.think.close), make) : make());

@@ -1,6 +1,8 @@
 import { vocabOf } from '../constrain/vocab.js';
 import type { TokenVocab } from '../constrain/vocab.js';
 import { validator } from '../constrain/schema.js';
+import type { CompileLimits } from '../constrain/compile-meter.js';
+import type { SchemaNode } from '../constrain/schema-compile.js';
 import type { TokenConstraint } from '../constrain/constraint.js';
 import type { Model } from '../engine/model.js';
 import type { FinishReason, GenerateOptions, GeneratedToken, GenerationResult } from '../generate/generate.js';
@@ -8,7 +10,7 @@ import type { ReplyEvent } from '../generate/reply.js';
 import { replyReader } from '../generate/reply-reader.js';
 import { ReplyStream } from '../generate/reply-stream.js';
 import { type SamplingOptions, Sampler } from '../generate/sampler.js';
-import type { Session } from '../engine/session.js';
+import type { Session, SessionSnapshot } from '../engine/session.js';
 import { type ChatMessage, type ToolCall, encodeSegments, messageImages } from '../tokenizer/chat.js';
 import { type ImageRows, countPads, expandPads } from '../engine/image-rows.js';
 import { markerIds } from '../tokenizer/xtml/format.js';
@@ -19,7 +21,14 @@ import { type ToolDecl, turnConstraint } from './constraints.js';
 import { ApiError, badRequest, fromClient } from './errors.js';
 import { promptOptions } from './prompt-options.js';
 import { FairQueue } from './queue.js';
+import { Gate } from './gate.js';
+import { compileRequestSchemas } from './request-schemas.js';
+import { PromptFork, prefill } from './prompt-fork.js';
+import { choiceSampling } from './run-turn.js';
 import { type ImageCount, type ImageOptions, ServerImages } from './images.js';
+
+/** Validators of the schemas replies are checked against, by schema (each compiled once). */
+const validators = new WeakMap<object, (value: unknown) => string | null>();
 
 /** One chat turn as both APIs ask for it. */
 export interface TurnRequest {
@@ -96,6 +105,8 @@ export interface PreparedTurn {
   toolsOffered: boolean;
   /** The conversation's images (their rows), in the order their placeholders come in `ids`. */
   images: ImageRows[];
+  /** Shared by the choices of one request: the prompt is run for the first, its state copied for the others. */
+  fork?: PromptFork;
 }
 
 export interface HostOptions {
@@ -111,6 +122,10 @@ export interface HostOptions {
   parallel?: number;
   /** How image parts are taken (sizes, URLs). */
   images?: ImageOptions;
+  /** What a request's JSON Schemas may cost to compile (default: no bound). */
+  compile?: CompileLimits;
+  /** Parses and schema compiles in progress at once; more wait their turn (default 2). */
+  compiles?: number;
 }
 
 /**
@@ -128,6 +143,11 @@ export class Host {
   private vocabCache: TokenVocab | undefined;
   readonly started = Date.now();
   readonly images: ServerImages;
+  /** Parses and schema compiles: at most `compiles` at once, each run in slices. */
+  readonly work: Gate;
+  /** Request bodies being parsed, and requests whose schemas are being compiled, now. */
+  parsing = 0;
+  compiling = 0;
 
   constructor(
     readonly model: Model,
@@ -135,6 +155,7 @@ export class Host {
   ) {
     this.queue = new FairQueue(opts.queueLimit, opts.parallel ?? 1);
     this.images = new ServerImages(model, opts.images);
+    this.work = new Gate(opts.compiles ?? 2);
   }
 
   /**
@@ -147,17 +168,37 @@ export class Host {
    * one picked is the caller's until it calls `done`.
    */
   sessionFor(ids: readonly number[], minNew: number, images: readonly ImageRows[] = []): { session: Session; fresh: number[]; images: ImageRows[]; done: () => void } {
-    let pick = this.continuing(ids, minNew, images);
+    const p = this.claim(this.continuing(ids, minNew, images));
+    const r = p.session.resume(ids, minNew, images);
+    return { session: p.session, fresh: r.fresh, images: r.images, done: () => (p.busy = false) };
+  }
+
+  /**
+   * An idle session set to `snapshot` (a new one while there is room, else the least recently
+   * used, whose history it replaces): a choice that starts where the request's first choice was
+   * after the prompt. The session is the caller's until it calls `done`.
+   */
+  sessionAt(snapshot: SessionSnapshot): { session: Session; done: () => void } {
+    const p = this.claim(undefined);
+    try {
+      p.session.restore(snapshot);
+    } catch (e) {
+      p.busy = false;
+      throw e;
+    }
+    return { session: p.session, done: () => (p.busy = false) };
+  }
+
+  /** `pick`, else a new session while there is room, else the least recently used idle one: now the caller's. */
+  private claim(pick: (typeof this.pool)[number] | undefined): (typeof this.pool)[number] {
     if (!pick && this.pool.length < this.maxSessions) this.pool.push((pick = { session: this.model.newSession(), used: 0, busy: false }));
     const idle = this.pool.filter((p) => !p.busy);
     // the queue lets at most `parallel` turns run, and there are at least that many sessions
     if (!pick && !idle.length) throw new Error('every session is in use');
     pick ??= idle.reduce((a, b) => (b.used < a.used ? b : a));
-    const p = pick;
-    p.used = ++this.clock;
-    p.busy = true;
-    const r = p.session.resume(ids, minNew, images);
-    return { session: p.session, fresh: r.fresh, images: r.images, done: () => (p.busy = false) };
+    pick.used = ++this.clock;
+    pick.busy = true;
+    return pick;
   }
 
   /** Sessions kept: at least one per turn that may run at once. */
@@ -223,9 +264,15 @@ export class Host {
     fromClient(null, () => new Sampler(sampling));
   }
 
-  /** Count a conversation's prompt tokens (Anthropic's count_tokens). */
-  countTokens(req: TurnRequest): number {
-    return this.prompt(req).ids.length;
+  /**
+   * Count a conversation's prompt tokens (Anthropic's count_tokens), refusing what the turn would
+   * refuse, in the same order: a conversation longer than the context, then its schemas.
+   */
+  async countTokens(req: TurnRequest, signal?: AbortSignal): Promise<number> {
+    const n = this.prompt(req).ids.length;
+    this.checkFits(n);
+    await this.schemas(req, signal);
+    return n;
   }
 
   /** A conversation of `n` tokens must leave room for a token of reply: else the client's 400, naming the count. */
@@ -236,15 +283,49 @@ export class Host {
   }
 
   /**
-   * Render a turn and check it fits the context — before it waits for the engine, so a request
-   * that cannot run gets its 400 at once, streaming or not.
+   * Render a turn, check it fits the context and compile what its reply is held to — before it
+   * waits for the engine, so a request that cannot run gets its 400 at once, streaming or not.
    */
-  prepare(req: TurnRequest): PreparedTurn {
-    this.checkSampling(req.sampling);
+  async prepare(req: TurnRequest, signal?: AbortSignal): Promise<PreparedTurn> {
+    return (await this.prepareChoices(req, 1, signal))[0];
+  }
+
+  /**
+   * prepare for `n` choices of one request, choice i drawing with its own seed (choiceSampling):
+   * the conversation is rendered and its schemas compiled once for them all; each choice gets a
+   * constraint of its own (a grammar's state is per reply).
+   */
+  async prepareChoices(req: TurnRequest, n: number, signal?: AbortSignal): Promise<PreparedTurn[]> {
+    const choices = Array.from({ length: n }, (_, i) => ({ ...req, sampling: choiceSampling(req.sampling, i) }));
+    for (const c of choices) this.checkSampling(c.sampling);
     const { ids, reasoningFirst } = this.prompt(req);
-    const limit = this.contextLength;
-    // before any grammar is compiled: a conversation that cannot run costs no more than its tokenizing
+    // before any schema is compiled: a conversation that cannot run costs no more than its tokenizing
     this.checkFits(ids.length);
+    const schemas = await this.schemas(req, signal);
+    const fork = n > 1 ? new PromptFork() : undefined;
+    return choices.map((c) => ({ ...this.plan(c, ids, reasoningFirst, schemas), ...(fork ? { fork } : {}) }));
+  }
+
+  /**
+   * The request's schemas compiled — every one it brings, its tools' whether or not they are
+   * offered — in slices, within the server's bounds, at most `compiles` requests at a time.
+   */
+  private async schemas(req: TurnRequest, signal?: AbortSignal): Promise<Map<unknown, SchemaNode>> {
+    const list = [...req.tools.map((t, i) => ({ schema: t.parameters, param: `tools[${i}]` })), ...(req.schema !== undefined ? [{ schema: req.schema, param: 'response_format' }] : [])];
+    if (!list.length) return new Map();
+    return this.work.run(signal, async () => {
+      this.compiling++;
+      try {
+        return await compileRequestSchemas(list, this.opts.compile ?? {});
+      } finally {
+        this.compiling--;
+      }
+    });
+  }
+
+  /** A rendered turn's constraint and limits, from its compiled schemas. */
+  private plan(req: TurnRequest, ids: number[], reasoningFirst: boolean, schemas: ReadonlyMap<unknown, SchemaNode>): PreparedTurn {
+    const limit = this.contextLength;
     const format = this.model.chatFormat();
     const tok = this.model.tokenizer();
     const endId = tok.specialId(format.assistantEnd);
@@ -260,6 +341,7 @@ export class Host {
           endTokens,
           reasoningFirst,
           schema: req.schema,
+          schemas,
           reasoningBudget: req.reasoningBudget,
           ...(format.syntax.tools === 'xtml' ? { markers: markerIds(tok) } : {}),
           tools: toolsOffered
@@ -285,21 +367,39 @@ export class Host {
    * the whole. `signal` stops it within one token.
    */
   async *turn(turn: PreparedTurn, signal: AbortSignal): AsyncGenerator<TurnEvent, TurnResult> {
-    const { req, ids, maxTokens, constraint, endTokens } = turn;
-    const format = this.model.chatFormat();
-    const tok = this.model.tokenizer();
     // a reply that is its forced beginning cut by max_tokens samples nothing: no session needed
-    if (maxTokens === 0) return yield* this.turnOn(turn, signal, undefined, [], []);
+    if (turn.maxTokens === 0) return yield* this.turnOn(turn, signal, undefined, [], []);
+    const fork = turn.fork;
+    if (fork?.state) {
+      // a later choice: it starts where the first was after the prompt
+      const { session, done } = this.sessionAt(fork.state);
+      try {
+        return yield* this.turnOn(turn, signal, session, [], [], turn.ids.length);
+      } finally {
+        done();
+      }
+    }
     // at least one new token: the reply needs the logits after the last prompt token
-    const { session, fresh, images, done } = this.sessionFor(ids, 1, turn.images);
+    const { session, fresh, images, done } = this.sessionFor(turn.ids, 1, turn.images);
     try {
-      return yield* this.turnOn(turn, signal, session, fresh, images);
+      if (!fork || images.length) return yield* this.turnOn(turn, signal, session, fresh, images);
+      // the first choice runs the prompt and leaves the state after it for the others (a prompt
+      // with images still to feed is fed as generation feeds it, and each choice feeds it again)
+      const t0 = performance.now();
+      const rest = await prefill(session, fresh, signal);
+      if (!rest.length) fork.state = session.snapshot();
+      const r = yield* this.turnOn(turn, signal, session, rest, [], turn.ids.length - fresh.length);
+      return { ...r, prefillSeconds: r.prefillSeconds + (performance.now() - t0) / 1000 };
     } finally {
       done();
     }
   }
 
-  private async *turnOn(turn: PreparedTurn, signal: AbortSignal, session: Session | undefined, fresh: number[], images: ImageRows[]): AsyncGenerator<TurnEvent, TurnResult> {
+  /**
+   * The turn on its session, `fresh` (and `images`) still to feed; `kept` of the prompt's tokens
+   * were not fed for it (a kept session's, or a fork's copy).
+   */
+  private async *turnOn(turn: PreparedTurn, signal: AbortSignal, session: Session | undefined, fresh: number[], images: ImageRows[], kept = turn.ids.length - fresh.length): AsyncGenerator<TurnEvent, TurnResult> {
     const { req, ids, maxTokens, constraint, endTokens } = turn;
     const format = this.model.chatFormat();
     const tok = this.model.tokenizer();
@@ -366,7 +466,7 @@ export class Host {
       ...(result.stopString !== undefined && req.sampling.stop?.includes(result.stopString) ? { stopString: result.stopString } : {}),
       // the forced beginning is part of the reply, though it was fed with the prompt
       promptTokens: ids.length - turn.forcedIds,
-      cachedTokens: session ? Math.min(ids.length - fresh.length, ids.length - turn.forcedIds) : 0,
+      cachedTokens: session ? Math.min(kept, ids.length - turn.forcedIds) : 0,
       completionTokens: result.tokens.length + turn.forcedIds,
       reasoningTokens,
       prefillSeconds: result.prefillSeconds,
@@ -392,7 +492,13 @@ export class Host {
     } catch (e) {
       return `not JSON: ${(e as Error).message}`;
     }
-    return validator(schema)(doc);
+    // the choices of one request share their schema: its validator is compiled once
+    let v = schema !== null && typeof schema === 'object' ? validators.get(schema) : undefined;
+    if (!v) {
+      v = validator(schema);
+      if (schema !== null && typeof schema === 'object') validators.set(schema, v);
+    }
+    return v(doc);
   }
 
   async close(): Promise<void> {

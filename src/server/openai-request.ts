@@ -1,8 +1,8 @@
 import { z } from 'zod';
-import { compileSchema } from '../constrain/schema-compile.js';
 import { quoted } from '../util/errors.js';
 import type { ToolDecl } from './constraints.js';
-import { badRequest, fromClient } from './errors.js';
+import { badRequest } from './errors.js';
+import { requestSchema } from './request-schemas.js';
 import type { TurnRequest } from './host.js';
 import { type DraftMessage, type DraftTurn, type RequestImage, urlSource } from './image-parts.js';
 
@@ -155,14 +155,13 @@ function text(m: { role: string; content?: z.infer<typeof Content>; name?: strin
 }
 
 /**
- * Check a schema can be enforced while sampling — compiled, as the grammar will be — and that some
- * document satisfies it, so no reply could be left unfinishable; its problems become a 400 naming
- * the field. Done for every schema a request brings, whether or not this reply will use it.
+ * A schema the request brings, noted with the field it came in: the Host compiles it when it
+ * prepares the turn (in slices, within the server's bounds) and checks some document satisfies
+ * it, so no reply could be left unfinishable; its problems become a 400 naming the field. Done for
+ * every schema a request brings, whether or not this reply will use it.
  */
 export function enforceable(schema: unknown, param: string): unknown {
-  const node = fromClient(param, () => compileSchema(schema), ['E_ARG'], `${param}: `);
-  if (!node.sat) throw badRequest(`${param}: no JSON document satisfies this schema, so no reply could be finished`, param);
-  return schema;
+  return requestSchema(schema, param);
 }
 
 /** The reasoning switch and effort from the several ways clients say it. */

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { Hono } from 'hono';
 import { Host, type TokenLogprob, type TurnEvent, type TurnResult } from './host.js';
 import { ChatCompletionBody, chatTurn, parseBody } from './openai-request.js';
-import { type TurnLog, choiceSampling, collectTurn, holdEngine, queuedChoices, refuseIfBusy, streamChoices, streamTurn, wasteStats } from './run-turn.js';
+import { type TurnLog, collectTurn, holdEngine, queuedChoices, refuseIfBusy, streamChoices, streamTurn, wasteStats } from './run-turn.js';
 import type { RouteEnv } from './server.js';
 
 const usage = (r: TurnResult) => ({
@@ -36,7 +36,7 @@ export function openaiRoutes(app: Hono<RouteEnv>, host: Host): void {
     // its images through the tower first: a damaged one is a 400 before the request waits
     const turn = await host.images.resolve(chatTurn(body), signal);
     // each choice is its own turn (a grammar's state is per reply), prepared before the queue
-    const reqs = Array.from({ length: body.n ?? 1 }, (_, i) => host.prepare({ ...turn, sampling: choiceSampling(turn.sampling, i) }));
+    const reqs = await host.prepareChoices(turn, body.n ?? 1, signal);
     const log: TurnLog = { stream: !!body.stream, waitedSeconds: 0 };
     c.set('turn', log);
     const id = `chatcmpl-${randomBytes(12).toString('hex')}`;

@@ -1,14 +1,16 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { requireTokenizerFiles } from '../tokenizer/load.js';
+import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import * as path from 'node:path';
-import { serve } from '@hono/node-server';
+import { createAdaptorServer } from '@hono/node-server';
 import { Hono } from 'hono';
-import { bodyLimit } from 'hono/body-limit';
 import { type OpenOptions, Model } from '../engine/model.js';
 import { ApiError, anthropicErrorBody, asApiError, badRequest, openaiErrorBody } from './errors.js';
 import { Host } from './host.js';
 import { WasteError, excerpt, quoted } from '../util/errors.js';
+import { boundConnections, timeoutOptions } from './connections.js';
+import { type BodyLease, BodyBudget, bodiesInFlight, nestedDeeperThan, readBody, tooLarge } from './request-body.js';
 import type { ImageOptions } from './images.js';
 import { anthropicRoutes } from './anthropic.js';
 import { completionRoutes } from './completions.js';
@@ -44,6 +46,22 @@ export interface ServerOptions {
   parallel?: number;
   /** Largest request body in bytes (default 8 MiB); an image sent inline is part of it. */
   maxBodyBytes?: number;
+  /**
+   * Bytes of request bodies held at once across connections, from their first byte (their
+   * Content-Length, before any is read) to the end of their answers (default 4 × maxBodyBytes);
+   * a request beyond it gets 429.
+   */
+  maxInflightBytes?: number;
+  /** Request bodies parsed and requests' schemas compiled at once, each in slices; more wait their turn (default 2). */
+  compiles?: number;
+  /** Most subschemas, names and enum values in one request's JSON Schemas, all counted together (default 50,000); more is a 400. */
+  maxSchemaSize?: number;
+  /** Most states one request's JSON Schemas compile to, counted while compiling (default 200,000); more is a 400. */
+  maxGrammarStates?: number;
+  /** Milliseconds a request's headers and body may take to arrive (default 60,000); a slower one gets 408. */
+  requestTimeoutMs?: number;
+  /** Connections open at once (default 256); one more is answered 503 and closed. */
+  maxConnections?: number;
   /** How image parts are taken: their size, and whether http(s) image URLs are fetched. */
   images?: ImageOptions;
   /** Where request log lines go (default: standard error); false for none. */
@@ -63,6 +81,8 @@ export type RouteEnv = {
     client: string;
     /** The body as JSON (a 400 when it is not JSON). */
     json: () => Promise<unknown>;
+    /** The request body's share of the bytes in flight. */
+    body: BodyLease;
     turn: TurnLog | undefined;
     warn: (msg: string) => void;
   };
@@ -75,17 +95,15 @@ const LOOPBACK_HOST = /^(localhost|127(?:\.\d{1,3}){3}|\[::1\])(?::\d+)?$/i;
 /** Deeper request JSON is refused: the code that walks schemas and tool inputs recurses. */
 const MAX_JSON_DEPTH = 128;
 
-function nestedDeeperThan(doc: unknown, limit: number): boolean {
-  // iterative, so a hostile body cannot overflow the stack here either
-  const stack: [unknown, number][] = [[doc, 0]];
-  while (stack.length) {
-    const [v, d] = stack.pop()!;
-    if (v === null || typeof v !== 'object') continue;
-    if (d >= limit) return true;
-    for (const x of Array.isArray(v) ? v : Object.values(v)) stack.push([x, d + 1]);
-  }
-  return false;
-}
+/** The defaults of the bounds on what a request may cost (ServerOptions). */
+export const REQUEST_BOUNDS = {
+  maxBodyBytes: 8 << 20,
+  compiles: 2,
+  maxSchemaSize: 50_000,
+  maxGrammarStates: 200_000,
+  requestTimeoutMs: 60_000,
+  maxConnections: 256,
+} as const;
 
 function keyMatches(given: string, key: string): boolean {
   // compare digests: equal lengths for timingSafeEqual, and no length leak
@@ -94,8 +112,13 @@ function keyMatches(given: string, key: string): boolean {
 }
 
 /** The HTTP application over an open engine (no socket: `app.request()` drives it in tests). */
-export function createApp(host: Host, opts: Pick<ServerOptions, 'apiKey' | 'maxBodyBytes' | 'log'> & { loopbackOnly?: boolean } = {}): Hono<RouteEnv> {
+export function createApp(
+  host: Host,
+  opts: Pick<ServerOptions, 'apiKey' | 'maxBodyBytes' | 'maxInflightBytes' | 'log'> & { loopbackOnly?: boolean; connections?: () => { open: number; max: number } } = {},
+): Hono<RouteEnv> {
   const app = new Hono<RouteEnv>();
+  const maxBody = opts.maxBodyBytes ?? REQUEST_BOUNDS.maxBodyBytes;
+  const bodies = new BodyBudget(opts.maxInflightBytes ?? 4 * maxBody);
   const write = opts.log === false ? () => {} : (opts.log ?? ((l: string) => process.stderr.write(`${l}\n`)));
   const errorResponse = (p: string, e: ApiError) => new Response(JSON.stringify(isAnthropic(p) ? anthropicErrorBody(e) : openaiErrorBody(e)), { status: e.status, headers: { 'content-type': 'application/json', ...e.headers } });
 
@@ -105,19 +128,36 @@ export function createApp(host: Host, opts: Pick<ServerOptions, 'apiKey' | 'maxB
     c.set('client', peer);
     c.set('turn', undefined);
     c.set('warn', (m: string) => write(`waste serve: ${c.req.method} ${c.req.path}: ${m}`));
+    const lease = bodies.lease();
+    c.set('body', lease);
     c.set('json', async () => {
-      const text = await c.req.text();
+      const text = await readBody(c.req.raw.body, lease, maxBody, bodies);
       if (!text.trim()) throw badRequest('the request body is empty: send a JSON object');
-      let doc: unknown;
-      try {
-        doc = JSON.parse(text) as unknown;
-      } catch (e) {
-        throw badRequest(`the request body is not valid JSON (${(e as Error).message})`);
-      }
-      if (nestedDeeperThan(doc, MAX_JSON_DEPTH)) throw badRequest(`the request body nests JSON deeper than ${MAX_JSON_DEPTH} levels`);
-      return doc;
+      // parsing holds what the body becomes: a turn at a time among the compiles, walked in slices
+      return host.work.run(c.req.raw.signal, async () => {
+        host.parsing++;
+        try {
+          let doc: unknown;
+          try {
+            doc = JSON.parse(text) as unknown;
+          } catch (e) {
+            throw badRequest(`the request body is not valid JSON (${(e as Error).message})`);
+          }
+          if (await nestedDeeperThan(doc, MAX_JSON_DEPTH)) throw badRequest(`the request body nests JSON deeper than ${MAX_JSON_DEPTH} levels`);
+          return doc;
+        } finally {
+          host.parsing--;
+        }
+      });
     });
-    await next();
+    try {
+      await next();
+    } finally {
+      // what the body became lives as long as the answer: a streamed one, until its stream ends
+      const t = c.get('turn');
+      if (t?.done) void t.done.then(() => lease.release());
+      else lease.release();
+    }
     const t = c.get('turn');
     const status = c.res.status;
     const report = () => {
@@ -169,14 +209,17 @@ export function createApp(host: Host, opts: Pick<ServerOptions, 'apiKey' | 'maxB
     await next();
   });
 
-  const maxBody = opts.maxBodyBytes ?? 8 << 20;
-  app.use(
-    '/v1/*',
-    bodyLimit({
-      maxSize: maxBody,
-      onError: (c) => errorResponse(c.req.path, new ApiError(413, `the request body is larger than this server accepts (${maxBody} bytes)`, 'invalid_request_error', 'request_too_large')),
-    }),
-  );
+  app.use('/v1/*', async (c, next) => {
+    // a declared length is bounded before a byte of the body is read (the body is left to node,
+    // which reads and drops it, so the client reads this answer rather than a reset)
+    const declared = c.req.header('content-length');
+    if (declared !== undefined && /^\d+$/.test(declared.trim())) {
+      const n = Number(declared);
+      if (n > maxBody) return errorResponse(c.req.path, tooLarge(maxBody));
+      if (n > 0 && !c.get('body').take(n)) return errorResponse(c.req.path, bodiesInFlight(bodies));
+    }
+    await next();
+  });
 
   app.get('/health', (c) => {
     const s = host.model.stats();
@@ -189,6 +232,16 @@ export function createApp(host: Host, opts: Pick<ServerOptions, 'apiKey' | 'maxB
       queue: { running: host.queue.running, waiting: host.queue.queued, active: host.queue.active, parallel: host.queue.slots },
       sessions: host.sessionStats(),
       images: imageStats(host),
+      // what requests hold now of what they may: bodies in flight, parses and compiles, connections
+      requests: {
+        body_bytes: bodies.used,
+        max_body_bytes: bodies.max,
+        parsing: host.parsing,
+        compiling: host.compiling,
+        waiting: host.work.waiting,
+        compiles: host.work.slots,
+        ...(opts.connections ? { connections: opts.connections().open, max_connections: opts.connections().max } : {}),
+      },
       cache: {
         slots: s.slots,
         hits: s.hits,
@@ -252,8 +305,19 @@ async function openForParallel(dir: string, open: OpenOptions, kept: number, par
   }
 }
 
+/** The bounds of ServerOptions checked before the model opens: each a positive integer, bodies in flight at least one whole body. */
+function checkBounds(opts: ServerOptions): void {
+  for (const k of ['maxBodyBytes', 'maxInflightBytes', 'compiles', 'maxSchemaSize', 'maxGrammarStates', 'requestTimeoutMs', 'maxConnections'] as const) {
+    const v = opts[k];
+    if (v !== undefined && !(Number.isSafeInteger(v) && v >= 1)) throw new WasteError('E_ARG', `${k} must be a positive integer (got ${String(v)})`);
+  }
+  const body = opts.maxBodyBytes ?? REQUEST_BOUNDS.maxBodyBytes;
+  if (opts.maxInflightBytes !== undefined && opts.maxInflightBytes < body) throw new WasteError('E_ARG', `maxInflightBytes (${opts.maxInflightBytes}) must be at least maxBodyBytes (${body}), or no body of the largest size could be taken`);
+}
+
 /** Open the model and serve it; resolves once the server is listening. */
 export async function startServer(opts: ServerOptions): Promise<RunningServer> {
+  checkBounds(opts);
   const kept = opts.sessions ?? opts.open?.sessions ?? 1;
   const hostname = opts.host ?? '127.0.0.1';
   const port = opts.port ?? 8000;
@@ -265,17 +329,34 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   model.tokenizer(); // a model without a tokenizer cannot chat: say so now, not on the first request
   let host: Host;
   try {
-    host = new Host(model, { id: opts.modelId ?? modelIdOf(opts.model), maxTokens: opts.maxTokens ?? 4096, queueLimit: opts.queueLimit ?? 16, sessions, parallel, images: opts.images });
+    host = new Host(model, {
+      id: opts.modelId ?? modelIdOf(opts.model),
+      maxTokens: opts.maxTokens ?? 4096,
+      queueLimit: opts.queueLimit ?? 16,
+      sessions,
+      parallel,
+      images: opts.images,
+      compiles: opts.compiles ?? REQUEST_BOUNDS.compiles,
+      compile: { schemaSize: opts.maxSchemaSize ?? REQUEST_BOUNDS.maxSchemaSize, grammarStates: opts.maxGrammarStates ?? REQUEST_BOUNDS.maxGrammarStates },
+    });
   } catch (e) {
     await model.close();
     throw e;
   }
-  const app = createApp(host, { ...opts, loopbackOnly: hostname === 'localhost' || hostname === '::1' || hostname.startsWith('127.') });
-  let server: ReturnType<typeof serve>;
+  const bounds = { maxConnections: opts.maxConnections ?? REQUEST_BOUNDS.maxConnections, requestTimeoutMs: opts.requestTimeoutMs ?? REQUEST_BOUNDS.requestTimeoutMs };
+  let connections: { readonly open: number } = { open: 0 };
+  const app = createApp(host, { ...opts, loopbackOnly: hostname === 'localhost' || hostname === '::1' || hostname.startsWith('127.'), connections: () => ({ open: connections.open, max: bounds.maxConnections }) });
+  // the body a route leaves unread is left to node, which reads and drops it (the adapter's own
+  // clean-up closes the connection after half a second, a reset for a client still sending)
+  const server = createAdaptorServer({ fetch: app.fetch, hostname, serverOptions: timeoutOptions(bounds.requestTimeoutMs), autoCleanupIncoming: false }) as Server;
+  connections = boundConnections(server, bounds);
   try {
-    server = await new Promise<ReturnType<typeof serve>>((resolve, reject) => {
-      const s = serve({ fetch: app.fetch, port, hostname }, () => resolve(s));
-      s.once('error', reject);
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(port, hostname, () => {
+        server.off('error', reject);
+        resolve();
+      });
     });
   } catch (e) {
     await host.close();

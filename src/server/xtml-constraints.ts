@@ -73,7 +73,7 @@ export function xtmlConstraint(p: ConstraintPlan): TurnPlan {
   if (!k) throw new Error('xtmlConstraint: the plan needs the marker ids');
   // every grammar is compiled now, when the turn is planned (a schema that cannot be enforced is the request's 400)
   const now = (g: Grammar) => {
-    const c = grammarConstraint(p.vocab, g, p.endTokens);
+    const c = grammarConstraint(p.vocab, g, p.endTokens, { schemas: p.schemas });
     return () => c;
   };
   const thinkClosed = () => new MarkupWatch(p.vocab, [k.close, 'think', k.sep]);

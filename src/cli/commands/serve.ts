@@ -1,5 +1,5 @@
 import { type Command, Option } from 'commander';
-import { DEFAULT_PARALLEL, startServer } from '../../server/server.js';
+import { DEFAULT_PARALLEL, REQUEST_BOUNDS, startServer } from '../../server/server.js';
 import { intArg } from '../args.js';
 import { modelOrDemo } from '../default-model.js';
 import { type EngineFlags, addEngineOptions, addLearnOption, openOptions } from '../engine-options.js';
@@ -18,6 +18,12 @@ interface ServeFlags extends EngineFlags {
   sessions: number;
   parallel?: number;
   maxBody: string;
+  maxInflight?: string;
+  compiles: number;
+  maxSchemaSize: number;
+  maxGrammarStates: number;
+  requestTimeout: number;
+  maxConnections: number;
   allowImageUrls: boolean;
   maxImageSize: string;
   maxImagePixels: number;
@@ -41,6 +47,12 @@ export function registerServe(program: Command): void {
       .option('--sessions <n>', 'conversations kept at once, each continuing where it left off (each reserves its context\'s state in the budget)', intArg(...OPTION_BOUNDS.sessions), 1)
       .option('--parallel <n>', `requests decoding at once, their steps batched: one read of each weight and expert serves them all (each takes a session's state in the budget; default: as many as the budget holds, up to ${DEFAULT_PARALLEL})`, intArg(...OPTION_BOUNDS.sessions))
       .option('--max-body <size>', 'largest request body (bytes, K, M); images sent inline count in it', '8M')
+      .option('--max-inflight <size>', 'bytes of request bodies held at once across connections, from their first byte to the end of their answers; more get 429 (default: 4 × --max-body)')
+      .option('--compiles <n>', 'request bodies parsed and JSON Schemas compiled at once (each in slices, the server answering meanwhile); more wait their turn', intArg(1, 64), REQUEST_BOUNDS.compiles)
+      .option('--max-schema-size <n>', "most subschemas, names and enum values in one request's JSON Schemas (response format and tools together); more get 400", intArg(1, 10_000_000), REQUEST_BOUNDS.maxSchemaSize)
+      .option('--max-grammar-states <n>', "most states one request's JSON Schemas may compile to, counted while compiling; more get 400", intArg(1, 100_000_000), REQUEST_BOUNDS.maxGrammarStates)
+      .option('--request-timeout <seconds>', "seconds a request's headers and body may take to arrive; a slower one gets 408", intArg(1, 3600), REQUEST_BOUNDS.requestTimeoutMs / 1000)
+      .option('--max-connections <n>', 'connections open at once; one more is answered 503 and closed', intArg(1, 1_000_000), REQUEST_BOUNDS.maxConnections)
       .option('--allow-image-urls', 'fetch http(s) image URLs that requests name (any address this machine reaches, local ones too: only for clients you trust)', false)
       .option('--max-image-size <size>', 'largest image, sent inline or fetched (bytes, K, M; at most 64M)', '20M')
       .option('--max-image-pixels <n>', 'most pixels in an image, checked before it is decoded', intArg(1, 64 * 1024 * 1024), 16 * 1024 * 1024)
@@ -48,6 +60,8 @@ export function registerServe(program: Command): void {
   )).action(async (modelArg: string | undefined, o: ServeFlags) => {
     const model = modelOrDemo(modelArg);
     const maxBodyBytes = parseSize(o.maxBody, undefined, '--max-body');
+    const maxInflightBytes = o.maxInflight !== undefined ? parseSize(o.maxInflight, undefined, '--max-inflight') : 4 * maxBodyBytes;
+    if (maxInflightBytes < maxBodyBytes) throw new WasteError('E_ARG', `--max-inflight ${o.maxInflight}: at least --max-body (${maxBodyBytes} bytes), or no body of the largest size could be taken`);
     const maxImageBytes = parseSize(o.maxImageSize, undefined, '--max-image-size');
     if (maxImageBytes > DEFAULT_MAX_IMAGE_BYTES) throw new WasteError('E_ARG', `--max-image-size ${o.maxImageSize}: at most ${DEFAULT_MAX_IMAGE_BYTES} bytes (the decoder's limit)`);
     const server = await startServer({
@@ -62,6 +76,12 @@ export function registerServe(program: Command): void {
       sessions: o.sessions,
       parallel: o.parallel,
       maxBodyBytes,
+      maxInflightBytes,
+      compiles: o.compiles,
+      maxSchemaSize: o.maxSchemaSize,
+      maxGrammarStates: o.maxGrammarStates,
+      requestTimeoutMs: o.requestTimeout * 1000,
+      maxConnections: o.maxConnections,
       images: { allowUrls: o.allowImageUrls, maxBytes: maxImageBytes, maxPixels: o.maxImagePixels },
       log: o.quiet ? false : undefined,
     });
