@@ -27,7 +27,7 @@ export type { ModelConfig, LayerKind } from './core/model-config.js';
 export type { Kernels, Activations } from './kernels/types.js';
 export { tsKernels, makeTsKernels } from './kernels/ts/index.js';
 export { WasmKernels } from './kernels/wasm/index.js';
-export { writeSyntheticContainer, type SynthOptions, SHAPES } from './synth/synth.js';
+export { writeSyntheticContainer, type SynthOptions, synthShapes } from './synth/synth.js';
 export { writeSyntheticCheckpoint, type CheckpointOptions } from './synth/checkpoint.js';
 export { convert, type ConvertOptions, type ConvertResult } from './convert/convert.js';
 export { pull, planPull, type PullOptions, type PullPlan, type PullResult } from './pull/pull.js';

@@ -6,7 +6,7 @@ import { Model } from '../src/engine/model.js';
 import { Sampler, nucleus } from '../src/generate/sampler.js';
 import { Rng } from '../src/util/prng.js';
 import { StopMatcher } from '../src/generate/stop.js';
-import { KIMI_STYLE_TEMPLATE } from '../src/synth/checkpoint.js';
+import { KIMI_STYLE_TEMPLATE } from '../src/tokenizer/kimi-template.js';
 import { JinjaChatFormat, KIMI_TURNS, TurnChatFormat } from '../src/tokenizer/chat.js';
 import { WasteError } from '../src/util/errors.js';
 import { sameBits, synth, tmpDir } from './helpers.js';

@@ -11,6 +11,7 @@ import { describe, it } from 'node:test';
 import { Model } from '../src/engine/model.js';
 import { usableRam } from '../src/engine/ram.js';
 import { DEMO_MODEL } from '../src/store/names.js';
+import { KIMI_SPECIALS } from '../src/model/kimi/synth.js';
 import { synthVocabulary } from '../src/synth/tokenizer.js';
 import { loadTokenizer } from '../src/tokenizer/load.js';
 import { WasteError } from '../src/util/errors.js';
@@ -127,7 +128,7 @@ describe('open() checks its options as the CLI checks its flags', () => {
 
 describe('synthetic models run every command', () => {
   it("the synthetic tokenizer covers the model's whole vocabulary, every id with its own text", () => {
-    const v = synthVocabulary(163_840);
+    const v = synthVocabulary(163_840, KIMI_SPECIALS);
     assert.equal(v.ranks.length + v.specials.length, 163_840);
     assert.equal(new Set(v.ranks.map((r) => Buffer.from(r).toString('latin1'))).size, v.ranks.length);
   });

@@ -5,6 +5,7 @@ import type { Kernels } from '../kernels/types.js';
 import type { Arena } from '../memory/arena.js';
 import type { ImageSpec, Patches } from '../image/preprocess.js';
 import type { Fields } from '../util/fields.js';
+import type { FamilySynth } from './synth.js';
 import type { WeightSource } from './sources/source.js';
 
 /**
@@ -35,6 +36,8 @@ export interface Architecture<C extends ModelConfig = ModelConfig> {
   build(p: BuildParams<C>): Network;
   /** Images in, for an architecture with a vision tower. */
   readonly vision?: VisionSupport;
+  /** Synthetic models of the family (`waste synth`, the tests). */
+  readonly synth?: FamilySynth<C>;
 }
 
 /** What a model's images need: the preprocessing, the placeholder, the rows' width. */

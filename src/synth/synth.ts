@@ -5,26 +5,29 @@ import { CODEBOOKS } from '../container/codebooks.js';
 import { TRUNK } from '../container/trunk.js';
 import { TrunkWriter, encodeCodebooks, encodeExpertRecord, writeFileAtomic, writeManifest } from '../container/write.js';
 import { storedSizes } from '../container/tensor.js';
-import type { KimiConfig } from '../model/kimi/config.js';
-import { parseModelConfig } from '../model/registry.js';
+import { type ModelConfig, moeLayers as moeLayersOf } from '../core/model-config.js';
+import type { Architecture } from '../model/architecture.js';
+import { ARCHITECTURES, parseModelConfig } from '../model/registry.js';
+import type { FamilySynth } from '../model/synth.js';
 import { encodeF16 } from '../util/f16.js';
 import { Fields, type JsonObject } from '../util/fields.js';
 import { Rng } from '../util/prng.js';
-import { kimiTensors } from './tensors.js';
 import { rankFileText } from '../tokenizer/ranks.js';
-import { k3Specials, synthVocabulary } from './tokenizer.js';
-import { WasteError, fromSystemError } from '../util/errors.js';
+import { synthVocabulary } from './tokenizer.js';
+import { WasteError, fromSystemError, quoted } from '../util/errors.js';
 
 /**
  * Synthetic containers of random weights, exactly as format v0 lays them out: the test suite's
  * generator, and `waste synth` for users who want to try the engine or benchmark realistic shapes
- * without downloading a model. The same seed gives the same bytes on every machine.
+ * without downloading a model. The same seed gives the same bytes on every machine. What there is
+ * to draw — shapes, configs, tensors by name — is the family's (its `synth`); this writes it.
  */
-export type ShapeName = 'tiny' | 'kimi-linear' | 'k3-tiny' | 'k3';
+export type ShapeName = string;
 
 export interface SynthOptions {
+  /** A shape of any family (`synthShapes()`); default 'tiny'. */
   shape?: ShapeName;
-  /** Override the number of layers (the 3:1 KDA:MLA pattern is kept, with MLA last). */
+  /** Override the number of layers (the family's layer pattern is kept). */
   layers?: number;
   /** Override the number of routed experts (top-k is capped to it). */
   experts?: number;
@@ -55,209 +58,47 @@ export interface SynthOptions {
 
 export type TrunkFormats = 'converter' | 'mixed' | 'f32' | 'quantized';
 
-/** The attention-residual, latent-MoE, SiTU and gate settings of Kimi K3 (over COMMON). */
-const K3_COMMON: JsonObject = {
-  routed_scaling_factor: 1.0,
-  latent_moe_use_norm: true,
-  mla_use_output_gate: true,
-  hidden_act: 'situ',
-  activation_situ_beta: 4.0,
-  activation_situ_linear_beta: 25.0,
-  attn_res_block_size: 12,
-};
-
-export const SHAPES: Record<ShapeName, JsonObject> = {
-  tiny: {
-    vocab_size: 300,
-    hidden_size: 96,
-    num_hidden_layers: 4,
-    intermediate_size: 160,
-    moe_intermediate_size: 48,
-    num_experts: 8,
-    num_experts_per_token: 3,
-    num_shared_experts: 1,
-    num_attention_heads: 3,
-    num_key_value_heads: 3,
-    kv_lora_rank: 40,
-    qk_nope_head_dim: 16,
-    qk_rope_head_dim: 8,
-    v_head_dim: 16,
-    linear_attn_config: { num_heads: 3, head_dim: 16, short_conv_kernel_size: 4 },
-  },
-  'kimi-linear': {
-    vocab_size: 163840,
-    hidden_size: 2304,
-    num_hidden_layers: 27,
-    intermediate_size: 9216,
-    moe_intermediate_size: 1024,
-    num_experts: 256,
-    num_experts_per_token: 8,
-    num_shared_experts: 1,
-    num_attention_heads: 32,
-    num_key_value_heads: 32,
-    kv_lora_rank: 512,
-    qk_nope_head_dim: 128,
-    qk_rope_head_dim: 64,
-    v_head_dim: 128,
-    linear_attn_config: { num_heads: 32, head_dim: 128, short_conv_kernel_size: 4 },
-  },
-  // several attention-residual blocks and a partial one (boundaries 0, 3, 6), MLA last, every K3
-  // feature on at sizes a test runs in milliseconds
-  'k3-tiny': {
-    ...K3_COMMON,
-    vocab_size: 1024,
-    hidden_size: 128,
-    num_hidden_layers: 7,
-    intermediate_size: 256,
-    moe_intermediate_size: 64,
-    routed_expert_hidden_size: 64,
-    num_experts: 8,
-    num_experts_per_token: 3,
-    num_shared_experts: 2,
-    num_attention_heads: 4,
-    num_key_value_heads: 4,
-    q_lora_rank: 48,
-    kv_lora_rank: 32,
-    qk_nope_head_dim: 16,
-    qk_rope_head_dim: 8,
-    v_head_dim: 16,
-    attn_res_block_size: 3,
-    linear_attn_config: { num_heads: 3, head_dim: 32, short_conv_kernel_size: 4, use_full_rank_gate: true, gate_lower_bound: -5.0 },
-  },
-  // Kimi K3's real widths (93 layers, 896 experts of 3072 × 3584 latent, top-16)
-  k3: {
-    ...K3_COMMON,
-    vocab_size: 163840,
-    hidden_size: 7168,
-    num_hidden_layers: 93,
-    intermediate_size: 33792,
-    moe_intermediate_size: 3072,
-    routed_expert_hidden_size: 3584,
-    num_experts: 896,
-    num_experts_per_token: 16,
-    num_shared_experts: 2,
-    num_attention_heads: 96,
-    num_key_value_heads: 96,
-    q_lora_rank: 1536,
-    kv_lora_rank: 512,
-    qk_nope_head_dim: 128,
-    qk_rope_head_dim: 64,
-    v_head_dim: 128,
-    max_position_embeddings: 1048576,
-    linear_attn_config: { num_heads: 96, head_dim: 128, short_conv_kernel_size: 4, use_full_rank_gate: true, gate_lower_bound: -5.0 },
-  },
-};
-
-const isK3 = (shape: ShapeName) => shape === 'k3-tiny' || shape === 'k3';
-
-/** What K3's wrapper adds around its language model's config (`_outer` in a manifest): its name and its ids, at the top of its vocabulary. */
-function k3Outer(vocab: number): JsonObject {
-  const base = vocab - 256;
-  return {
-    architectures: ['KimiK3ForConditionalGeneration'],
-    model_type: 'kimi_k3',
-    bos_token_id: base,
-    eos_token_id: base + 2,
-    pad_token_id: base + 255,
-    media_placeholder_token_id: base + 21,
-    image_placeholder: '<|kimi_image_placeholder|>',
-    tie_word_embeddings: false,
-  };
+/** Every shape `waste synth --shape` takes, by family. */
+export function synthShapes(): { families: string[]; shapes: readonly string[] }[] {
+  // a family of several architectures (Kimi-Linear and K3) draws with one synth
+  const by = new Map<FamilySynth, string[]>();
+  for (const a of ARCHITECTURES) if (a.synth) by.set(a.synth, [...(by.get(a.synth) ?? []), a.id]);
+  return [...by].map(([s, families]) => ({ families, shapes: s.shapes }));
 }
 
-/**
- * K3's turns for chat.json, as the C engine's CLI template writes them: XTML messages, the
- * assistant's reply in a response element (thinking off). The full XTML format is richer.
- */
-const K3_CHAT = {
-  system: ['<|open|>message role="system"<|sep|>', '<|close|>message<|sep|><|end_of_msg|>'],
-  user: ['<|open|>message role="user"<|sep|>', '<|close|>message<|sep|><|end_of_msg|>'],
-  assistant: ['<|open|>message role="assistant"<|sep|><|open|>response<|sep|>', '<|close|>response<|sep|><|close|>message<|sep|><|end_of_msg|>'],
-  open: '<|open|>message role="assistant"<|sep|><|open|>response<|sep|>',
-};
+/** The family that draws a shape, and its synth. */
+export function synthFamily(shape: string): { arch: Architecture; synth: FamilySynth } {
+  for (const arch of ARCHITECTURES) if (arch.synth?.shapes.includes(shape)) return { arch, synth: arch.synth };
+  throw new WasteError('E_ARG', `unknown shape ${quoted(shape)} (expected ${synthShapes().flatMap((f) => f.shapes).join(', ')})`);
+}
 
-const COMMON: JsonObject = {
-  model_type: 'kimi_linear',
-  architectures: ['KimiLinearForCausalLM'],
-  first_k_dense_replace: 1,
-  moe_layer_freq: 1,
-  moe_renormalize: true,
-  moe_router_activation_func: 'sigmoid',
-  routed_scaling_factor: 2.446,
-  use_grouped_topk: true,
-  num_expert_group: 1,
-  topk_group: 1,
-  q_lora_rank: null,
-  mla_use_nope: true,
-  rms_norm_eps: 1e-5,
-  hidden_act: 'silu',
-  tie_word_embeddings: false,
-  bos_token_id: 1,
-  eos_token_id: 2,
-};
+/** The config a synthetic container of these options holds in its manifest. */
+export function synthConfig(opts: SynthOptions): JsonObject {
+  const shape = opts.shape ?? 'tiny';
+  return synthFamily(shape).synth.config(shape, opts);
+}
 
 const QUANT: ExpertQuant = { name: 'VQ3R', stages: 3, vecDim: 8, entries: 256, indexBlock: 64, indexBits: 8 };
 
-/** Kimi's pattern: every fourth layer is MLA, and so is the last one. */
-export function layerPattern(layers: number): { kda: number[]; full: number[] } {
-  const kda: number[] = [];
-  const full: number[] = [];
-  for (let i = 0; i < layers; i++) (i % 4 === 3 || i === layers - 1 ? full : kda).push(i + 1);
-  return { kda, full };
-}
-
-export function synthConfig(opts: SynthOptions): JsonObject {
-  const base = SHAPES[opts.shape ?? 'tiny'];
-  if (!base) throw new WasteError('E_ARG', `unknown shape "${opts.shape}" (expected ${Object.keys(SHAPES).join(', ')})`);
-  const cfg: JsonObject = { ...COMMON, ...structuredClone(base) };
-  if (opts.layers !== undefined) cfg.num_hidden_layers = opts.layers;
-  if (opts.experts !== undefined) {
-    cfg.num_experts = opts.experts;
-    cfg.num_experts_per_token = Math.min(cfg.num_experts_per_token as number, opts.experts);
-  }
-  const extra = structuredClone(opts.config ?? {});
-  const lac = { ...(cfg.linear_attn_config as JsonObject), ...((extra.linear_attn_config as JsonObject) ?? {}) };
-  Object.assign(cfg, extra);
-  const { kda, full } = layerPattern(cfg.num_hidden_layers as number);
-  cfg.linear_attn_config = { kda_layers: kda, full_attn_layers: full, ...lac };
-  if (isK3(opts.shape ?? 'tiny')) {
-    cfg._outer = k3Outer(cfg.vocab_size as number);
-    // a block longer than the model is one block, but the C engine refuses it: a model of fewer
-    // layers than K3's block gets blocks of its whole length
-    if (typeof cfg.attn_res_block_size === 'number' && !(extra.attn_res_block_size !== undefined)) cfg.attn_res_block_size = Math.min(cfg.attn_res_block_size, cfg.num_hidden_layers as number);
-  }
-  return cfg;
-}
-
 /** Write a synthetic container into `dir`; returns its parsed config. */
-export function writeSyntheticContainer(dir: string, opts: SynthOptions = {}): KimiConfig {
+export function writeSyntheticContainer(dir: string, opts: SynthOptions = {}): ModelConfig {
   const shape = opts.shape ?? 'tiny';
-  const k3 = isK3(shape);
-  const rawCfg = synthConfig(opts);
+  const { synth } = synthFamily(shape);
+  const rawCfg = synth.config(shape, opts);
   const vocab = rawCfg.vocab_size as number;
-  const voc = opts.tokenizer ? synthVocabulary(vocab, k3 ? k3Specials() : undefined) : undefined;
-  if (k3) {
-    // the language model's ids are its wrapper's: the end of a message stops a reply
-    const outer = rawCfg._outer as JsonObject;
-    rawCfg.bos_token_id = outer.bos_token_id;
-    rawCfg.eos_token_id = outer.eos_token_id;
-    rawCfg.pad_token_id = outer.pad_token_id;
-  } else if (voc) {
-    const id = (t: string) => voc.specials.find((s) => s.text === t)?.id ?? null;
-    rawCfg.bos_token_id = id('[BOS]');
-    rawCfg.eos_token_id = id('[EOS]');
-  }
-  // every architecture this generator writes is of the Kimi family
-  const cfg = parseModelConfig(Fields.root('synthetic config', rawCfg)) as KimiConfig;
-  const prefix = k3 ? 'language_model.' : '';
+  const voc = opts.tokenizer ? synthVocabulary(vocab, synth.specials?.(rawCfg) ?? []) : undefined;
+  synth.ids?.(rawCfg, voc ? (t: string) => voc.specials.find((s) => s.text === t)?.id ?? null : undefined);
+  const cfg = parseModelConfig(Fields.root('synthetic config', rawCfg));
+  const prefix = synth.prefix(rawCfg);
   const rng = new Rng(opts.seed ?? 0);
-  const formats: TrunkFormats = opts.trunkFormats ?? (shape === 'kimi-linear' || shape === 'k3' ? 'converter' : k3 ? 'quantized' : 'mixed');
+  const formats: TrunkFormats = opts.trunkFormats ?? (synth.realShapes.includes(shape) ? 'converter' : (synth.smallFormats?.(rawCfg) ?? 'mixed'));
+  const normalBooks = synth.normalBooks?.(rawCfg) ?? false;
   const mixed = formats === 'mixed';
   const sparse = opts.sparse ?? false;
   prepareDir(dir, opts.force ?? false);
 
   const layout = recordLayout(cfg.expertWidth, cfg.moe.inter, QUANT);
-  const moeLayers = cfg.layerKinds.flatMap((k, i) => (k.ffn === 'moe' ? [i] : []));
+  const moeLayers = moeLayersOf(cfg);
   const totalWork = 1 + moeLayers.length * cfg.moe.experts;
   let done = 0;
   const tick = (n = 1) => {
@@ -293,7 +134,7 @@ export function writeSyntheticContainer(dir: string, opts: SynthOptions = {}): K
     } else trunk.add(name, Fmt.F32, shape, new Uint8Array(v.buffer));
   };
 
-  for (const t of kimiTensors(cfg)) {
+  for (const t of synth.tensors(cfg)) {
     if (t.kind === 'vector') vector(t.name, t.shape, t.lo, t.hi, t.valid);
     else if (!t.expert) matrix(t.name, t.rows, t.cols, t.std);
   }
@@ -309,7 +150,7 @@ export function writeSyntheticContainer(dir: string, opts: SynthOptions = {}): K
     for (let b = 0; b < count; b++) {
       const stage = b % QUANT.stages;
       const amp = 1 / 2 ** stage; // later stages refine what earlier ones left
-      for (let i = 0; i < per; i++) books[b * per + i] = encodeF16(k3 ? normalF16(rng.uniform(-amp, amp)) : rng.uniform(-amp, amp));
+      for (let i = 0; i < per; i++) books[b * per + i] = encodeF16(normalBooks ? normalF16(rng.uniform(-amp, amp)) : rng.uniform(-amp, amp));
     }
     writeFileAtomic(path.join(dir, CODEBOOKS), encodeCodebooks(books, count, QUANT));
 
@@ -344,7 +185,7 @@ export function writeSyntheticContainer(dir: string, opts: SynthOptions = {}): K
   const manifest = {
     format_version: 0,
     // descriptive only (readers derive the architecture from the config); kept as it always was
-    arch: k3 ? 'kimi-k3' : 'kimi_linear',
+    arch: synth.manifestArch(rawCfg),
     tensor_prefix: prefix,
     config: rawCfg,
     expert_quant: {
@@ -364,7 +205,7 @@ export function writeSyntheticContainer(dir: string, opts: SynthOptions = {}): K
   if (voc) {
     writeFileAtomic(path.join(dir, 'tokenizer.model'), rankFileText(voc.ranks));
     writeFileAtomic(path.join(dir, 'specials.json'), JSON.stringify(voc.specials, null, 1) + '\n');
-    if (k3) writeFileAtomic(path.join(dir, 'chat.json'), JSON.stringify(K3_CHAT, null, 1) + '\n');
+    for (const [name, text] of Object.entries(synth.containerFiles?.(rawCfg) ?? {})) writeFileAtomic(path.join(dir, name), text);
   }
   // a sparse trunk holds nothing worth a digest (and hashing 27 GiB of holes takes a while)
   writeManifest(dir, manifest, sparse ? [] : moeLayers.length ? [TRUNK, CODEBOOKS] : [TRUNK]);

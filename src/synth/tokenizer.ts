@@ -1,43 +1,15 @@
-/**
- * A small tiktoken-style vocabulary for synthetic models: the 256 single bytes, then merges of
- * common English pairs (learned greedily from a fixed sentence, so the same every time), then
- * Kimi's chat control tokens at the top ids. Enough for text to round-trip and for chat formats
- * to be exercised; the model's weights are random, so its text is not meant to read well.
- */
-export const SYNTH_SPECIALS = ['[BOS]', '[EOS]', '<|im_end|>', '<|im_user|>', '<|im_assistant|>', '<|im_system|>', '<|im_middle|>'];
-
-/**
- * Kimi K3's 256 reserved ids, by offset from the first (163584 in the release): the names its
- * tokenizer_config.json gives them — the XTML brackets, the end of a message (the stop token), the
- * media block — and `<|reserved_token_{id}|>` for the rest.
- */
-export function k3Specials(count = 256): string[] {
-  const named: Record<number, string> = {
-    0: '[BOS]',
-    1: '[EOS]',
-    2: '<|end_of_msg|>',
-    3: '<|open|>',
-    4: '<|close|>',
-    5: '<|sep|>',
-    6: '[start_header_id]',
-    7: '[end_header_id]',
-    9: '[EOT]',
-    18: '<|media_begin|>',
-    19: '<|media_content|>',
-    20: '<|media_end|>',
-    21: '<|media_pad|>',
-    65: '<osagent_mode>',
-    254: '[UNK]',
-    255: '[PAD]',
-  };
-  return Array.from({ length: count }, (_, i) => named[i] ?? `<|reserved_token_${i}|>`);
-}
-
 const CORPUS =
   'the quick brown fox jumps over the lazy dog and then the dog sleeps in the sun while the fox runs into the forest; ' +
   'hello world, this is a test of the synthetic tokenizer. it is used to check that text in gives text out.';
 
-export function synthVocabulary(vocab: number, specialNames: readonly string[] = SYNTH_SPECIALS): { ranks: Uint8Array[]; specials: { id: number; text: string }[] } {
+/**
+ * A small tiktoken-style vocabulary for synthetic models: the 256 single bytes, then merges of
+ * common English pairs (learned greedily from a fixed sentence, so the same every time), then the
+ * family's control tokens (`specialNames`) at the top ids. Enough for text to round-trip and for
+ * chat formats to be exercised; the model's weights are random, so its text is not meant to read
+ * well.
+ */
+export function synthVocabulary(vocab: number, specialNames: readonly string[]): { ranks: Uint8Array[]; specials: { id: number; text: string }[] } {
   const nSpecial = Math.min(specialNames.length, Math.max(0, vocab - 256));
   const ranks: Uint8Array[] = [];
   for (let b = 0; b < 256; b++) ranks.push(Uint8Array.of(b));

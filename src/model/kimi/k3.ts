@@ -6,6 +6,7 @@ import { loadTrunk, planTrunk } from '../base/binder.js';
 import { type KimiConfig, countKimiParams, outerArchitecture, parseKimiConfig, textConfig } from './config.js';
 import { Scratch } from './scratch.js';
 import { KimiState } from './state.js';
+import { kimiSynth } from './synth.js';
 import { KimiNetwork, blockCount } from './network.js';
 import { kimiK3Vision } from './vision/index.js';
 import { KIMI_LAYOUT } from './weights.js';
@@ -46,6 +47,7 @@ export const kimiK3: Architecture<KimiConfig> = {
   stateBytes: (cfg, maxContext) => KimiState.layerBytes(cfg, maxContext),
   scratchBytes: (cfg, chunk, maxContext, q, role) => Scratch.bytes(scratchShape(cfg, maxContext, blockCount(cfg)), chunk, q, role),
   widestInput,
+  synth: kimiSynth,
   build(p) {
     if (p.cfg.arch !== 'kimi-k3') throw new WasteError('E_STATE', `a ${p.cfg.arch} config given to the Kimi K3 architecture`);
     const w = loadTrunk(p.source, p.cfg, p.of, p.arenas, p.quant, KIMI_LAYOUT, p.onProgress);

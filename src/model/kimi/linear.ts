@@ -6,6 +6,7 @@ import { type KimiConfig, countKimiParams, outerArchitecture, textConfig } from 
 import { parseKimiLinearConfig } from './linear-config.js';
 import { Scratch } from './scratch.js';
 import { KimiState } from './state.js';
+import { kimiSynth } from './synth.js';
 import { KimiNetwork } from './network.js';
 import { scratchShape, widestInput } from './sizes.js';
 import { KIMI_LAYOUT } from './weights.js';
@@ -24,6 +25,7 @@ export const kimiLinear: Architecture<KimiConfig> = {
   stateBytes: (cfg, maxContext) => KimiState.layerBytes(cfg, maxContext),
   scratchBytes: (cfg, chunk, maxContext, q, role) => Scratch.bytes(scratchShape(cfg, maxContext), chunk, q, role),
   widestInput,
+  synth: kimiSynth,
   build(p) {
     if (p.cfg.arch !== 'kimi-linear') throw new WasteError('E_STATE', `a ${p.cfg.arch} config given to the Kimi-Linear architecture`);
     const w = loadTrunk(p.source, p.cfg, p.of, p.arenas, p.quant, KIMI_LAYOUT, p.onProgress);
