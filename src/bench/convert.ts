@@ -3,8 +3,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { convert } from '../convert/convert.js';
 import { cpuCount } from '../kernels/wasm/pool.js';
-import { countKimiParams, type KimiConfig } from '../model/kimi/config.js';
-import { parseModelConfig } from '../model/registry.js';
+import { architectureOf } from '../model/registry.js';
 import { writeSyntheticCheckpoint } from '../synth/checkpoint.js';
 import { synthConfig } from '../synth/synth.js';
 import { Fields } from '../util/fields.js';
@@ -54,15 +53,15 @@ export async function benchConvert(opts: { shape?: 'kimi-linear' | 'k3'; experts
     writeSyntheticCheckpoint(dir, { shape, layers: 2, experts, seed: 1, shards: 2, force: true, config: { vocab_size: 16384 } });
   }
 
-  // every architecture the converter writes is of the Kimi family
   const flat = synthConfig({ shape });
-  const full = parseModelConfig(Fields.root(shape, flat)) as KimiConfig;
+  const arch = architectureOf(Fields.root(shape, flat));
+  const full = arch.parseConfig(Fields.root(shape, flat));
   const moeLayers = full.layerKinds.filter((k) => k.ffn === 'moe').length;
   const weightsPerExpert = 3 * full.expertWidth * full.moe.inter;
-  // K3's experts come packed as MXFP4: half a byte a weight and a scale byte per 32
-  const perExpert = shape === 'k3' ? weightsPerExpert / 2 + weightsPerExpert / 32 : weightsPerExpert * 2;
+  // experts released packed as MXFP4 (K3's): half a byte a weight and a scale byte per 32
+  const perExpert = arch.synth!.checkpoint(flat, {}).experts === 'mxfp4-packed' ? weightsPerExpert / 2 + weightsPerExpert / 32 : weightsPerExpert * 2;
   const klExpertBytes = moeLayers * full.moe.experts * perExpert;
-  const klTrunkBytes = (countKimiParams(full).total - moeLayers * full.moe.experts * weightsPerExpert) * 2;
+  const klTrunkBytes = (arch.countParams(full).total - moeLayers * full.moe.experts * weightsPerExpert) * 2;
 
   const rows: ConvertBenchRow[] = [];
   for (const threads of threadCounts) {

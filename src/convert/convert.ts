@@ -11,7 +11,6 @@ import { cpuCount } from '../kernels/wasm/pool.js';
 import { Arena } from '../memory/arena.js';
 import { CheckpointWeights } from '../checkpoint/weights.js';
 import { architectureOf } from '../model/registry.js';
-import type { KimiConfig } from '../model/kimi/config.js';
 import { visionFiles } from './vision.js';
 import { CheckpointSource } from '../model/sources/checkpoint-source.js';
 import { safePoint } from '../util/abort.js';
@@ -133,14 +132,13 @@ export class Conversion {
 
     const { raw, fields } = readCheckpointConfig(src);
     const arch = architectureOf(fields);
-    // every architecture this converter writes is of the Kimi family
-    const cfg = arch.parseConfig(fields) as KimiConfig;
+    const cfg = arch.parseConfig(fields);
     const st = input?.st ?? SafetensorsSet.open(src);
     try {
       const w = new CheckpointWeights(st, CheckpointWeights.prefixOf(st));
       // every tensor the model needs, at the shape the config implies, before any work
       arch.planWeights(new CheckpointSource(w), cfg, undefined);
-      const plan = input ? input.plan : planConversion(src, w, cfg, settings);
+      const plan = input ? input.plan : planConversion(src, w, arch, cfg, settings);
       const job = Job.open(`${out}.partial`, plan.identity, settings, log);
       try {
         const { state } = job;
@@ -223,7 +221,7 @@ export class Conversion {
     if (!this.encoder) {
       const arena = new Arena(0);
       this.kernels = await WasmKernels.create(this.threads, [arena]);
-      this.encoder = new ExpertEncoder(this.kernels, arena, this.w, plan.q, plan.layout, this.settings);
+      this.encoder = new ExpertEncoder(this.kernels, arena, this.w, plan.q, plan.layout, this.settings, plan.expertTensor);
     }
     for (const l of todo) {
       const bank = path.join(job.dir, `experts-L${l.layer}.bin`);

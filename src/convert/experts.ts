@@ -8,7 +8,7 @@ import { type VqWorkspace, encodeResidual, normalizeRows, trainResidual, vqWorks
 import { WasteError, fromSystemError } from '../util/errors.js';
 import { encodeF16 } from '../util/f16.js';
 import { Rng, deriveSeed } from '../util/prng.js';
-import { type ConvertSettings, type LayerPlan, expertTensor } from './plan.js';
+import type { ConvertPlan, ConvertSettings, LayerPlan } from './plan.js';
 
 /**
  * One MoE layer of the conversion: train its codebooks (per matrix kind, residual k-means on
@@ -37,6 +37,7 @@ export class ExpertEncoder {
     private readonly q: ExpertQuant,
     private readonly layout: RecordLayout,
     private readonly settings: ConvertSettings,
+    private readonly expertTensor: ConvertPlan['expertTensor'],
   ) {
     this.ws = vqWorkspace(kernels, arena, q);
     const n = settings.trainVectors;
@@ -85,7 +86,7 @@ export class ExpertEncoder {
         for (const kind of [0, 1, 2] as const) {
           if (kind) await stop();
           const { rows, cols } = this.layout.shapes[kind];
-          const name = expertTensor(plan.layer, e, kind);
+          const name = this.expertTensor(plan.layer, e, kind);
           bytes += this.st.info(name).sourceBytes;
           this.read(name, rows, cols);
           scales.push(normalizeRows(this.W, rows, cols, this.vectors, `the checkpoint's ${this.st.prefix}${name}`));
@@ -123,7 +124,7 @@ export class ExpertEncoder {
     for (let j = 0; j < picks; j++) {
       await pause();
       const e = Math.floor((j * plan.experts) / picks);
-      this.read(expertTensor(plan.layer, e, kind), rows, cols);
+      this.read(this.expertTensor(plan.layer, e, kind), rows, cols);
       normalizeRows(this.W, rows, cols, this.vectors);
       for (let i = 0; i < nvec; i++) order[i] = i;
       const take = Math.min(per, nvec, this.settings.trainVectors - n);

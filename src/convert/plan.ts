@@ -5,7 +5,8 @@ import type { SafetensorsSet } from '../checkpoint/safetensors.js';
 import type { CheckpointWeights } from '../checkpoint/weights.js';
 import { CODEBOOK_HEADER_BYTES, type ExpertQuant, Fmt, type RecordLayout, recordLayout } from '../container/format.js';
 import { storedSizes } from '../container/tensor.js';
-import type { KimiConfig } from '../model/kimi/config.js';
+import { type ModelConfig, moeLayers as moeLayersOf } from '../core/model-config.js';
+import type { Architecture } from '../model/architecture.js';
 import { WasteError } from '../util/errors.js';
 import { readBytes } from '../util/read.js';
 
@@ -77,15 +78,10 @@ export interface ConvertPlan {
   sourceBytes: number;
   /** Changes whenever the input checkpoint or a setting that shapes the output changes. */
   identity: string;
+  /** A routed expert's matrix in the checkpoint, by name (the family's naming). */
+  expertTensor: (layer: number, expert: number, kind: 0 | 1 | 2) => string;
 }
 
-/** Routed experts are the checkpoint tensors the trunk leaves out. */
-export const isExpertTensor = (name: string): boolean => /\.block_sparse_moe\.experts\.\d+\./.test(name);
-
-export function expertTensor(layer: number, expert: number, kind: 0 | 1 | 2): string {
-  // the Mixtral names: w1 is the gate, w3 the up and w2 the down projection
-  return `model.layers.${layer}.block_sparse_moe.experts.${expert}.${['w1', 'w3', 'w2'][kind]}.weight`;
-}
 
 export function trunkFormat(name: string, shape: number[], trunkBits: 4 | 8 | 16): number {
   const numel = shape.reduce((a, d) => a * d, 1);
@@ -101,11 +97,12 @@ export function trunkFormat(name: string, shape: number[], trunkBits: 4 | 8 | 16
  * `stamp` says what a shard file is for the identity: by default its size and modification time;
  * a download passes the hub's hash, which outlives the shard (it is deleted once converted).
  */
-export function planConversion(src: string, w: CheckpointWeights, cfg: KimiConfig, settings: ConvertSettings, stamp: (file: string) => string = fileStamp): ConvertPlan {
+export function planConversion(src: string, w: CheckpointWeights, arch: Architecture, cfg: ModelConfig, settings: ConvertSettings, stamp: (file: string) => string = fileStamp): ConvertPlan {
   const q = VQ3R;
   const W = cfg.expertWidth;
   const I = cfg.moe.inter;
-  const moeLayers = cfg.layerKinds.flatMap((k, i) => (k.ffn === 'moe' ? [i] : []));
+  const moeLayers = moeLayersOf(cfg);
+  const expertTensor = (layer: number, expert: number, kind: 0 | 1 | 2) => arch.expertTensor(layer, expert, kind);
   if (moeLayers.length && (W % q.vecDim || I % q.vecDim))
     throw new WasteError('E_UNSUPPORTED', `VQ3R needs the experts' width (${W}) and moe_intermediate_size (${I}) to be multiples of ${q.vecDim}`);
   const layout = recordLayout(W, I, q);
@@ -120,7 +117,8 @@ export function planConversion(src: string, w: CheckpointWeights, cfg: KimiConfi
     trunkBytes += s.payload + s.scaleBytes;
   };
   for (const name of w.names().sort()) {
-    if (isExpertTensor(name)) continue;
+    // routed experts are the checkpoint tensors the trunk leaves out
+    if (arch.expertLayerOf(name) !== undefined) continue;
     const info = w.info(name);
     add(w.prefix + name, info.shape, trunkFormat(name, info.shape, settings.trunkBits), info.sourceBytes, (r, n, x) => w.readRows(name, r, n, x));
   }
@@ -152,7 +150,7 @@ export function planConversion(src: string, w: CheckpointWeights, cfg: KimiConfi
 
   const totalBytes = trunkBytes + layers.reduce((a, l) => a + l.bankBytes + l.booksBytes, 0);
   const sourceBytes = trunk.reduce((a, t) => a + t.sourceBytes, 0) + layers.reduce((a, l) => a + l.sourceBytes, 0);
-  return { settings, q, layout, trunk, trunkBytes, layers, totalBytes, sourceBytes, identity: identityOf(src, w.st, settings, stamp) };
+  return { settings, q, layout, trunk, trunkBytes, layers, totalBytes, sourceBytes, identity: identityOf(src, w.st, settings, stamp), expertTensor };
 }
 
 /** A vision tensor's stored format: F32 when small (as the trunk's), else Q8G whatever the trunk's bits. */

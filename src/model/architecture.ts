@@ -5,6 +5,7 @@ import type { Kernels } from '../kernels/types.js';
 import type { Arena } from '../memory/arena.js';
 import type { ImageSpec, Patches } from '../image/preprocess.js';
 import type { Fields } from '../util/fields.js';
+import type { KnownRelease } from './release.js';
 import type { FamilySynth } from './synth.js';
 import type { WeightSource } from './sources/source.js';
 
@@ -36,6 +37,17 @@ export interface Architecture<C extends ModelConfig = ModelConfig> {
   build(p: BuildParams<C>): Network;
   /** Images in, for an architecture with a vision tower. */
   readonly vision?: VisionSupport;
+  /**
+   * A checkpoint's routed experts, by HuggingFace name: matrix `kind` (0 gate, 1 up, 2 down) of
+   * expert e of layer L; and, for any tensor name, the layer whose routed experts it holds (undefined:
+   * a trunk tensor).
+   */
+  expertTensor(layer: number, expert: number, kind: 0 | 1 | 2): string;
+  expertLayerOf(name: string): number | undefined;
+  /** What `waste info` says of a config: fields for `--json`, and lines of text ([label, value]). */
+  describe(cfg: C): { fields: Record<string, unknown>; lines: [string, string][] };
+  /** The releases `waste pull` knows by a short name. */
+  readonly releases?: readonly KnownRelease[];
   /** Synthetic models of the family (`waste synth`, the tests). */
   readonly synth?: FamilySynth<C>;
 }

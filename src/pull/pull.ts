@@ -7,7 +7,6 @@ import { CheckpointWeights } from '../checkpoint/weights.js';
 import { copiedBytes, copyTensors } from '../checkpoint/write.js';
 import { type ConvertOptions, Conversion } from '../convert/convert.js';
 import { type ConvertPlan, DEFAULT_SETTINGS, planConversion } from '../convert/plan.js';
-import type { KimiConfig } from '../model/kimi/config.js';
 import { architectureOf } from '../model/registry.js';
 import { checkStoreName, downloadsDir, modelsDir, pullLockFile } from '../store/home.js';
 import { RECORD_FILE, recordText } from '../store/record.js';
@@ -20,7 +19,7 @@ import { writeFileAtomic } from '../container/write.js';
 import { PidLock } from '../util/pid-lock.js';
 import { downloadFile, withRetries } from './download.js';
 import { Hub, type HubFile, type HubOptions } from './hub.js';
-import { knownModel } from './known.js';
+import { knownModel, knownModels } from './known.js';
 import { type ShardUse, schedule } from './schedule.js';
 import { DownloadThread } from './download-thread.js';
 
@@ -87,7 +86,7 @@ const SMALL_FILES = new Set([
 const STATE = 'pull.json';
 const HEADS = 'headers';
 
-/** `REPO[@REVISION]`, or a short name (`kimi-linear`, `kimi-k3`). */
+/** `REPO[@REVISION]`, or a short name of a known release (`knownModels()`). */
 export function parseSpec(spec: string): { repo: string; revision: string; short?: string } {
   const at = spec.lastIndexOf('@');
   const base = at > 0 ? spec.slice(0, at) : spec;
@@ -95,7 +94,7 @@ export function parseSpec(spec: string): { repo: string; revision: string; short
   const known = knownModel(base);
   const repo = known?.repo ?? base;
   if (!/^[A-Za-z0-9][A-Za-z0-9._-]{0,95}\/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$/.test(repo))
-    throw new WasteError('E_ARG', `${quoted(spec)} is not a repository (OWNER/NAME[@REVISION], each part at most 96 characters) nor a known short name (kimi-linear, kimi-k3)`);
+    throw new WasteError('E_ARG', `${quoted(spec)} is not a repository (OWNER/NAME[@REVISION], each part at most 96 characters) nor a known short name (${knownModels().map((k) => k.short).join(', ')})`);
   if (!/^[A-Za-z0-9][A-Za-z0-9._/-]{0,199}$/.test(revision) || revision.includes('..')) throw new WasteError('E_ARG', `${quoted(revision)} is not a revision`);
   return { repo, revision, short: known && known.short === base ? known.short : undefined };
 }
@@ -219,11 +218,11 @@ class Puller {
     try {
       const { fields } = readCheckpointConfig(dl);
       const arch = architectureOf(fields);
-      const cfg = arch.parseConfig(fields) as KimiConfig;
+      const cfg = arch.parseConfig(fields);
       const w = new CheckpointWeights(st, CheckpointWeights.prefixOf(st));
       const settings = { ...DEFAULT_SETTINGS };
       for (const k of Object.keys(DEFAULT_SETTINGS) as (keyof typeof settings)[]) if (opts[k] !== undefined) (settings as Record<string, unknown>)[k] = opts[k];
-      const convert = planConversion(dl, w, cfg, settings, stampOf(shards));
+      const convert = planConversion(dl, w, arch, cfg, settings, stampOf(shards));
       // the trunk tensors an earlier run copied out of shards since deleted are read from the copies
       // (after planning: the resume identity names the shards, not where their tensors are now)
       for (const s of shards) {
@@ -238,8 +237,8 @@ class Puller {
         trunkNames.set(s.path, names);
         for (const t of st.names()) {
           if (!originalFile(weightMap, t, s.path)) continue;
-          const m = /(?:^|\.)layers\.(\d+)\.block_sparse_moe\.experts\.\d+\./.exec(t);
-          if (m) layers.add(Number(m[1]));
+          const layer = arch.expertLayerOf(t);
+          if (layer !== undefined) layers.add(layer);
           else names.push(t);
         }
         names.sort();

@@ -6,7 +6,7 @@ import { DEFAULT_CHUNK, arenaBytesFor } from '../../engine/plan.js';
 import { cpuCount } from '../../kernels/wasm/pool.js';
 import type { Architecture } from '../../model/architecture.js';
 import { architecture, isCheckpointDir, openModelCheckpoint, openModelContainer } from '../../model/registry.js';
-import type { KimiConfig } from '../../model/kimi/config.js';
+import type { ModelConfig } from '../../core/model-config.js';
 import { ContainerSource } from '../../model/sources/container-source.js';
 import type { WeightSource } from '../../model/sources/source.js';
 import { VERSION } from '../../version.js';
@@ -23,7 +23,9 @@ export function registerInfo(program: Command): void {
     .option('--json', 'print JSON', false)
     .action((model: string | undefined, opts: { json: boolean }) => {
       const info = describe(modelOrDemo(model));
-      if (opts.json) process.stdout.write(JSON.stringify(info, null, 2) + '\n');
+      // the family's lines are the text form of its fields
+      const { described: _, ...fields } = info;
+      if (opts.json) process.stdout.write(JSON.stringify(fields, null, 2) + '\n');
       else process.stdout.write(render(info));
     });
 }
@@ -68,8 +70,8 @@ function describeContainer(dir: string) {
       engine: `waste ${VERSION}`,
       path: dir,
       kind: 'container' as const,
-      ...shapeOf(arch, c.config as KimiConfig),
-      vision: visionInfo(arch, dir, 'container', new ContainerSource(c), c.config as KimiConfig),
+      ...shapeOf(arch, c.config),
+      vision: visionInfo(arch, dir, 'container', new ContainerSource(c), c.config),
       formats: {
         experts: q
           ? { fmt: q.name, stages: q.stages, entries: q.entries, vecDim: q.vecDim, indexBlock: q.indexBlock, bitsPerWeight: (q.stages * q.indexBits) / q.vecDim }
@@ -106,8 +108,8 @@ function describeCheckpoint(dir: string) {
       engine: `waste ${VERSION}`,
       path: dir,
       kind: 'checkpoint' as const,
-      ...shapeOf(ck.arch, ck.config as KimiConfig),
-      vision: visionInfo(ck.arch, dir, 'checkpoint', ck.source, ck.config as KimiConfig),
+      ...shapeOf(ck.arch, ck.config),
+      vision: visionInfo(ck.arch, dir, 'checkpoint', ck.source, ck.config),
       formats: { checkpoint: [...dtypes].sort() },
       bytes: { stored, files: ck.st.files().size },
     };
@@ -116,31 +118,22 @@ function describeCheckpoint(dir: string) {
   }
 }
 
-/** What a model's config says of its shape, whatever holds its weights. */
-function shapeOf(arch: Architecture, cfg: KimiConfig) {
-  // every architecture this build runs is of the Kimi family
-  const kinds = cfg.layerKinds;
+/** What a model's config says of its shape, whatever holds its weights (the family describes its own parts). */
+function shapeOf(arch: Architecture, cfg: ModelConfig) {
   const params = arch.countParams(cfg);
+  const d = arch.describe(cfg);
   return {
     arch: arch.id,
     architecture: cfg.archName,
     layers: cfg.layers,
-    pattern: kinds.map((k) => (k.attn === 'kda' ? 'K' : 'M')).join(''),
-    kdaLayers: kinds.filter((k) => k.attn === 'kda').length,
-    mlaLayers: kinds.filter((k) => k.attn === 'mla').length,
-    denseLayers: kinds.filter((k) => k.ffn === 'dense').length,
-    moeLayers: kinds.filter((k) => k.ffn === 'moe').length,
     hidden: cfg.hidden,
     vocab: cfg.vocab,
     rmsNormEps: cfg.eps,
-    kda: cfg.kda,
-    mla: cfg.mla,
-    denseIntermediate: cfg.denseInter,
     moe: cfg.moe,
-    latentMoe: cfg.latent ?? null,
-    attnResBlock: cfg.attnResBlock,
-    activation: cfg.act,
+    ...d.fields,
     params: { total: params.total, activePerToken: params.active },
+    /** The family's own lines of the text form. */
+    described: d.lines,
   };
 }
 
@@ -149,7 +142,7 @@ function shapeOf(arch: Architecture, cfg: KimiConfig) {
  * shape, its parameters, the patches an image may become and the rows that makes, and the room it
  * takes loaded (what `waste plan` reserves); or why it is off.
  */
-function visionInfo(arch: Architecture, dir: string, kind: 'container' | 'checkpoint', source: WeightSource, cfg: KimiConfig) {
+function visionInfo(arch: Architecture, dir: string, kind: 'container' | 'checkpoint', source: WeightSource, cfg: ModelConfig) {
   let off: string | undefined;
   const v = visionOf(arch, dir, { kind, source }, cfg, cpuCount(), DEFAULT_CHUNK, undefined, (m) => (off = m));
   if (!v) return off ? { off } : null;
@@ -159,30 +152,7 @@ function visionInfo(arch: Architecture, dir: string, kind: 'container' | 'checkp
 
 function render(i: ReturnType<typeof describe>): string {
   const p = (n: number) => (n >= 1e12 ? `${(n / 1e12).toFixed(2)} T` : n >= 1e9 ? `${(n / 1e9).toFixed(2)} B` : n >= 1e6 ? `${(n / 1e6).toFixed(2)} M` : `${n}`);
-  const lines = [
-    ['model', `${i.path} (${i.architecture})`],
-    ['layers', `${i.layers}: ${i.kdaLayers} KDA + ${i.mlaLayers} MLA; ${i.denseLayers} dense + ${i.moeLayers} MoE`],
-    ['pattern', i.pattern],
-    ['hidden', `${i.hidden}, vocab ${i.vocab}, rms_norm_eps ${i.rmsNormEps}`],
-  ];
-  if (i.kdaLayers) lines.push(['KDA', `${i.kda.heads} heads × ${i.kda.headDim}, short conv ${i.kda.convKernel}`]);
-  if (i.mlaLayers)
-    lines.push(['MLA', `${i.mla.heads} heads, kv_lora ${i.mla.kvLoraRank}, qk ${i.mla.qkNope}+${i.mla.qkRope}, v ${i.mla.vHead} (no RoPE)`]);
-  if (i.denseLayers) lines.push(['dense FFN', `${i.denseIntermediate}`]);
-  if (i.moeLayers)
-    lines.push([
-      'MoE',
-      `${i.moe.experts} experts, top-${i.moe.topK}, width ${i.moe.inter}${i.latentMoe ? ` on a latent of ${i.latentMoe.width}${i.latentMoe.norm ? ' (normed)' : ''}` : ''}, ${i.moe.shared} shared, routed scale ${i.moe.routedScale}${i.moe.renormalize ? ', renormalized' : ''}`,
-    ]);
-  const extras = [
-    i.attnResBlock ? `attention residuals (blocks of ${i.attnResBlock})` : '',
-    i.activation.kind === 'situ' ? `SiTU-GLU (β ${i.activation.beta}, linear β ${i.activation.linearBeta || 'none'})` : '',
-    i.kdaLayers && i.kda.gateLowerBound !== undefined ? `KDA bounded gate (${i.kda.gateLowerBound})` : '',
-    i.kdaLayers && i.kda.fullRankGate ? 'KDA full-rank output gate' : '',
-    i.mlaLayers && i.mla.qLoraRank ? `MLA q_lora ${i.mla.qLoraRank}` : '',
-    i.mlaLayers && i.mla.outputGate ? 'MLA output gate' : '',
-  ].filter(Boolean);
-  if (extras.length) lines.push(['features', extras.join(', ')]);
+  const lines: [string, string][] = [['model', `${i.path} (${i.architecture})`], ...i.described];
   lines.push(['params', `${p(i.params.total)} total, ${p(i.params.activePerToken)} active per token${i.vision && 'parameters' in i.vision ? `, and ${p(i.vision.parameters)} in the vision tower` : ''}`]);
   const v = i.vision;
   if (v && 'parameters' in v)

@@ -5,6 +5,7 @@ import { planMemory } from '../../engine/plan.js';
 import { cpuCount } from '../../kernels/wasm/pool.js';
 import { architecture, openModelContainer } from '../../model/registry.js';
 import { identityAside } from '../../convert/job.js';
+import { knownModels } from '../../pull/known.js';
 import { PidLock } from '../../util/pid-lock.js';
 import { checkStoreName, downloadsDir, modelsDir, pullLockFile, storedModel } from '../../store/home.js';
 import { readRecord, sizeOnDisk } from '../../store/record.js';
@@ -34,7 +35,7 @@ export function registerList(program: Command): void {
     .action((o: { json: boolean }) => {
       const rows = listModels();
       if (o.json) return void process.stdout.write(JSON.stringify(rows, null, 1) + '\n');
-      if (!rows.length) return void process.stdout.write(`no models in ${modelsDir()} (\`waste pull kimi-linear\` adds one; \`demo\` is always there)\n`);
+      if (!rows.length) return void process.stdout.write(`no models in ${modelsDir()} (\`waste pull ${knownModels()[0]?.short ?? 'OWNER/NAME'}\` adds one; \`demo\` is always there)\n`);
       const p = (n: number) => (n >= 1e12 ? `${(n / 1e12).toFixed(2)} T` : n >= 1e9 ? `${(n / 1e9).toFixed(2)} B` : `${(n / 1e6).toFixed(2)} M`);
       const table = [
         ['NAME', 'ARCH', 'SIZE', 'PARAMS', 'FLOOR', 'SOURCE'],

@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { type PullPlan, parseSpec, planPull, pull } from '../../pull/pull.js';
-import { knownModel, knownPeaks } from '../../pull/known.js';
+import { knownModel, knownModels, knownPeaks } from '../../pull/known.js';
 import { formatSize } from '../../util/size.js';
 import { intArg } from '../args.js';
 import { stoppable } from '../interrupt.js';
@@ -10,7 +10,7 @@ export function registerPull(program: Command): void {
   program
     .command('pull')
     .description('download a HuggingFace checkpoint and convert it into the local model store ($WASTE_HOME, default ~/.cache/waste) as its shards arrive; resumable: run it again after an interruption')
-    .argument('<repo>', 'OWNER/NAME[@REVISION] on the hub ($HF_ENDPOINT, $HF_TOKEN honoured), or a short name: kimi-linear, kimi-k3')
+    .argument('<repo>', `OWNER/NAME[@REVISION] on the hub ($HF_ENDPOINT, $HF_TOKEN honoured), or a short name: ${knownModels().map((k) => k.short).join(', ')}`)
     .option('--name <name>', 'the name to store it under (default: the short name, else the repository name)')
     .option('--keep-source', 'keep the downloaded checkpoint (in $WASTE_HOME/downloads/NAME) instead of deleting each shard once converted', false)
     .option('--dry-run', 'print sizes, the floor and the disk needed, and fetch nothing (a short name: not even the listing)', false)

@@ -7,6 +7,9 @@ import { type KimiConfig, countKimiParams, outerArchitecture, parseKimiConfig, t
 import { Scratch } from './scratch.js';
 import { KimiState } from './state.js';
 import { kimiSynth } from './synth.js';
+import { KIMI_K3_RELEASES } from './releases.js';
+import { describeKimi } from './describe.js';
+import { kimiExpertLayerOf, kimiExpertTensor } from './names.js';
 import { KimiNetwork, blockCount } from './network.js';
 import { kimiK3Vision } from './vision/index.js';
 import { KIMI_LAYOUT } from './weights.js';
@@ -48,6 +51,10 @@ export const kimiK3: Architecture<KimiConfig> = {
   scratchBytes: (cfg, chunk, maxContext, q, role) => Scratch.bytes(scratchShape(cfg, maxContext, blockCount(cfg)), chunk, q, role),
   widestInput,
   synth: kimiSynth,
+  releases: KIMI_K3_RELEASES,
+  expertTensor: kimiExpertTensor,
+  expertLayerOf: kimiExpertLayerOf,
+  describe: describeKimi,
   build(p) {
     if (p.cfg.arch !== 'kimi-k3') throw new WasteError('E_STATE', `a ${p.cfg.arch} config given to the Kimi K3 architecture`);
     const w = loadTrunk(p.source, p.cfg, p.of, p.arenas, p.quant, KIMI_LAYOUT, p.onProgress);

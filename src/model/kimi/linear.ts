@@ -7,6 +7,9 @@ import { parseKimiLinearConfig } from './linear-config.js';
 import { Scratch } from './scratch.js';
 import { KimiState } from './state.js';
 import { kimiSynth } from './synth.js';
+import { KIMI_LINEAR_RELEASES } from './releases.js';
+import { describeKimi } from './describe.js';
+import { kimiExpertLayerOf, kimiExpertTensor } from './names.js';
 import { KimiNetwork } from './network.js';
 import { scratchShape, widestInput } from './sizes.js';
 import { KIMI_LAYOUT } from './weights.js';
@@ -26,6 +29,10 @@ export const kimiLinear: Architecture<KimiConfig> = {
   scratchBytes: (cfg, chunk, maxContext, q, role) => Scratch.bytes(scratchShape(cfg, maxContext), chunk, q, role),
   widestInput,
   synth: kimiSynth,
+  releases: KIMI_LINEAR_RELEASES,
+  expertTensor: kimiExpertTensor,
+  expertLayerOf: kimiExpertLayerOf,
+  describe: describeKimi,
   build(p) {
     if (p.cfg.arch !== 'kimi-linear') throw new WasteError('E_STATE', `a ${p.cfg.arch} config given to the Kimi-Linear architecture`);
     const w = loadTrunk(p.source, p.cfg, p.of, p.arenas, p.quant, KIMI_LAYOUT, p.onProgress);
