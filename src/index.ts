@@ -8,9 +8,9 @@
  *   await model.close();
  */
 import './util/supported-node.js';
-export { Model, type OpenOptions, type SessionOptions } from './engine/model.js';
-export { Session, type SessionGenerateOptions } from './engine/session.js';
-export { Chat, type ChatOptions } from './generate/chat.js';
+export { Model, type OpenOptions, type SessionOptions } from './api/model.js';
+export { Session, type SessionGenerateOptions } from './api/session.js';
+export { Chat, type ChatOptions } from './api/chat.js';
 export type { GenerateOptions, GeneratedToken, GenerationResult, FinishReason } from './generate/generate.js';
 export type { SamplingOptions } from './generate/sampler.js';
 export type { Tokenizer, TokenDecoder } from './tokenizer/tokenizer.js';
@@ -35,7 +35,7 @@ export type { HubOptions } from './pull/hub.js';
 export type { ConvertSettings } from './convert/plan.js';
 export { measureQuality, type QualityOptions, type QualityReport } from './quality/quality.js';
 
-import { Model as ModelClass, type OpenOptions as Options } from './engine/model.js';
+import { Model as ModelClass, type OpenOptions as Options } from './api/model.js';
 /** Open a container (or a HuggingFace checkpoint, in f32) — the same as Model.open. */
 export function open(path: string, opts: Options = {}): Promise<ModelClass> {
   return ModelClass.open(path, opts);

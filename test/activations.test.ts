@@ -6,7 +6,7 @@ import * as path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { Fmt } from '../src/container/format.js';
 import { type Tensor, makeViews, storedSizes } from '../src/container/tensor.js';
-import { Model, type OpenOptions } from '../src/engine/model.js';
+import { Model, type OpenOptions } from '../src/api/model.js';
 import { DEFAULT_ACTIVATIONS } from '../src/engine/options.js';
 import { makeTsKernels } from '../src/kernels/ts/index.js';
 import type { Kernels } from '../src/kernels/types.js';

@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { Model, type OpenOptions } from '../src/engine/model.js';
+import { Model, type OpenOptions } from '../src/api/model.js';
 import type { SequenceState } from '../src/model/architecture.js';
 import { copyContainer, sameBits, synth } from './helpers.js';
 import * as fs from 'node:fs';

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { Model } from '../src/engine/model.js';
+import { Model } from '../src/api/model.js';
 import { synth } from './helpers.js';
 
 /** The expert cache's own rules: demand-only accounting, pinning, and what each policy keeps. */

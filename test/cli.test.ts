@@ -3,7 +3,7 @@ import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { describe, it } from 'node:test';
-import { Model } from '../src/engine/model.js';
+import { Model } from '../src/api/model.js';
 import { BIN, copyContainer, readF32, sameBits, synth, tmpDir } from './helpers.js';
 
 function waste(...args: string[]) {

@@ -9,7 +9,7 @@ import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { describe, it } from 'node:test';
-import { Model } from '../src/engine/model.js';
+import { Model } from '../src/api/model.js';
 import { openModelContainer, parseModelConfig } from '../src/model/registry.js';
 import { WasteError } from '../src/util/errors.js';
 import { Fields } from '../src/util/fields.js';

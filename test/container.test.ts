@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { describe, it } from 'node:test';
-import { Model } from '../src/engine/model.js';
+import { Model } from '../src/api/model.js';
 import { WasteError, type WasteErrorCode } from '../src/util/errors.js';
 import { copyContainer, synth } from './helpers.js';
 

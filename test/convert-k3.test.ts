@@ -14,7 +14,7 @@ import { CheckpointWeights } from '../src/checkpoint/weights.js';
 import { Fmt } from '../src/container/format.js';
 import { convert } from '../src/convert/convert.js';
 import { visionFormat, visionShape } from '../src/convert/plan.js';
-import { Model } from '../src/engine/model.js';
+import { Model } from '../src/api/model.js';
 import { measureQuality } from '../src/quality/quality.js';
 import { openModelContainer } from '../src/model/registry.js';
 import { decodeRecordMatrix } from '../src/quant/decode.js';

@@ -7,7 +7,7 @@ import * as path from 'node:path';
 import { before, describe, it } from 'node:test';
 import { SafetensorsSet } from '../src/checkpoint/safetensors.js';
 import { convert } from '../src/convert/convert.js';
-import { Model } from '../src/engine/model.js';
+import { Model } from '../src/api/model.js';
 import { argmax, klDivergence } from '../src/quality/metrics.js';
 import { measureQuality } from '../src/quality/quality.js';
 import { decodeRecordMatrix } from '../src/quant/decode.js';

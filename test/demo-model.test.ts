@@ -4,7 +4,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { describe, it } from 'node:test';
 import { DEMO_MODEL } from '../src/store/names.js';
-import { Model } from '../src/engine/model.js';
+import { Model } from '../src/api/model.js';
 import { perplexity } from '../src/quality/perplexity.js';
 import { BIN } from './helpers.js';
 

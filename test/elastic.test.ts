@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { Model, type OpenOptions } from '../src/engine/model.js';
+import { Model, type OpenOptions } from '../src/api/model.js';
 import { openModelContainer } from '../src/model/registry.js';
 import { planMemory } from '../src/engine/plan.js';
 import { CALM_POLLS, GROW_AFTER_MS, MemoryPressure, POLL_MS, SETTLE_MS } from '../src/memory/pressure.js';

@@ -2,11 +2,11 @@ import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { describe, it } from 'node:test';
-import { Model } from '../src/engine/model.js';
+import { Model } from '../src/api/model.js';
 import { WasteError } from '../src/util/errors.js';
 import { GOLDEN_CASES } from './fixtures.js';
 import { ROOT, containerDigest, goldenDir, readF32, relErr, sameBits, synth, testPicture } from './helpers.js';
-import { expandPads } from '../src/engine/image-rows.js';
+import { expandPads } from '../src/model/media.js';
 
 describe('forward pass against the Python reference (golden files)', () => {
   // exact activations: f32 arithmetic against float64 (a16 has its own reference: test/activations.test.ts)

@@ -94,7 +94,7 @@ async function wasteVerify(dir: string): Promise<{ code: number; out: string }> 
  * bytes); `reference` is the undamaged container's, or '' to compute it.
  */
 const container: Handler = async ({ dir, text, reference, budget }: { dir: string; text: string; reference: string; budget: number }) => {
-  const { Model } = await import('../src/engine/model.js');
+  const { Model } = await import('../src/api/model.js');
   let digest: string;
   try {
     const m = await Model.open(dir, { threads: 1, ioThreads: 0, warm: false, budget });

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { Model } from '../src/engine/model.js';
+import { Model } from '../src/api/model.js';
 import { Sampler, nucleus } from '../src/generate/sampler.js';
 import { Rng } from '../src/util/prng.js';
 import { StopMatcher } from '../src/generate/stop.js';

@@ -8,7 +8,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { before, describe, it } from 'node:test';
 import { convert } from '../src/convert/convert.js';
-import { Model } from '../src/engine/model.js';
+import { Model } from '../src/api/model.js';
 import { BIN, checkpoint, tmpDir } from './helpers.js';
 
 function waste(...args: string[]) {

@@ -9,7 +9,7 @@ import { after, before, describe, it } from 'node:test';
 import { grammarConstraint } from '../src/constrain/constraint.js';
 import { lit, seq } from '../src/constrain/grammar.js';
 import { vocabOf } from '../src/constrain/vocab.js';
-import { Model } from '../src/engine/model.js';
+import { Model } from '../src/api/model.js';
 import { synth } from './helpers.js';
 
 const dir = synth({ shape: 'k3-tiny', seed: 41, tokenizer: true }, 'k3-chat');

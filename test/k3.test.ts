@@ -8,7 +8,7 @@ import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { describe, it } from 'node:test';
-import { Model, type OpenOptions } from '../src/engine/model.js';
+import { Model, type OpenOptions } from '../src/api/model.js';
 import { startServer } from '../src/server/server.js';
 import { parseModelConfig } from '../src/model/registry.js';
 import type { KimiConfig } from '../src/model/kimi/config.js';

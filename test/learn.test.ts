@@ -3,7 +3,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { before, describe, it } from 'node:test';
-import { Model, type OpenOptions } from '../src/engine/model.js';
+import { Model, type OpenOptions } from '../src/api/model.js';
 import { readHotlist } from '../src/experts/hotlist.js';
 import { BIN, copyContainer, synth } from './helpers.js';
 

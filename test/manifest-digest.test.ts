@@ -10,7 +10,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { describe, it } from 'node:test';
 import { manifestDigest } from '../src/container/checksums.js';
-import { Model } from '../src/engine/model.js';
+import { Model } from '../src/api/model.js';
 import { WasteError } from '../src/util/errors.js';
 import { BIN, copyContainer, synth } from './helpers.js';
 

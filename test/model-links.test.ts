@@ -8,12 +8,12 @@ import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { describe, it } from 'node:test';
-import { Model } from '../src/engine/model.js';
+import { Model } from '../src/api/model.js';
 import { convert } from '../src/convert/convert.js';
 import { openModelContainer } from '../src/model/registry.js';
 import { loadChatFormat } from '../src/tokenizer/chat.js';
 import { loadTokenizer } from '../src/tokenizer/load.js';
-import { readGenerationDefaults } from '../src/generate/defaults.js';
+import { readGenerationDefaults } from '../src/checkpoint/generation-config.js';
 import { WasteError } from '../src/util/errors.js';
 import { BIN, ROOT, checkpoint, copyContainer, tmpDir } from './helpers.js';
 

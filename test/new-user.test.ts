@@ -8,7 +8,7 @@ import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { describe, it } from 'node:test';
-import { Model } from '../src/engine/model.js';
+import { Model } from '../src/api/model.js';
 import { usableRam } from '../src/engine/ram.js';
 import { DEMO_MODEL } from '../src/store/names.js';
 import { KIMI_SPECIALS } from '../src/model/kimi/synth.js';

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import * as path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { Model } from '../src/engine/model.js';
+import { Model } from '../src/api/model.js';
 import { open } from '../src/index.js';
 import { type RunningServer, startServer } from '../src/server/server.js';
 import { BIN, ROOT } from './helpers.js';

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { before, describe, it } from 'node:test';
-import { Model, type OpenOptions } from '../src/engine/model.js';
+import { Model, type OpenOptions } from '../src/api/model.js';
 import { planMemory, PROCESS_ALLOWANCE_BYTES } from '../src/engine/plan.js';
 import { availableRam, cgroupLimit, memoryPressure, usableRam } from '../src/engine/ram.js';
 import { WasmKernels } from '../src/kernels/wasm/index.js';

@@ -17,7 +17,7 @@ import * as zlib from 'node:zlib';
 import OpenAI from 'openai';
 import pngjs from 'pngjs';
 import { convert } from '../src/convert/convert.js';
-import { Model } from '../src/engine/model.js';
+import { Model } from '../src/api/model.js';
 import { rowsFor } from '../src/image/preprocess.js';
 import type { VisionSpec } from '../src/model/architecture.js';
 import { ChatCompletionBody, chatTurn, parseBody } from '../src/server/openai-request.js';

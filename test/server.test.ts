@@ -5,7 +5,7 @@ import * as path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { Ajv } from 'ajv';
 import OpenAI from 'openai';
-import { Model } from '../src/engine/model.js';
+import { Model } from '../src/api/model.js';
 import { FairQueue, QueueFull } from '../src/server/queue.js';
 import { type RunningServer, startServer } from '../src/server/server.js';
 import { WasteError } from '../src/util/errors.js';

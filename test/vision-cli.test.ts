@@ -10,8 +10,8 @@ import * as path from 'node:path';
 import { before, describe, it } from 'node:test';
 import pngjs from 'pngjs';
 import { convert } from '../src/convert/convert.js';
-import { Model } from '../src/engine/model.js';
-import { expandPads } from '../src/engine/image-rows.js';
+import { Model } from '../src/api/model.js';
+import { expandPads } from '../src/model/media.js';
 import { BIN, checkpoint, readF32, sameBits, testPicture, tmpDir } from './helpers.js';
 
 function waste(args: string[], input?: string) {

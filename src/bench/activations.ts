@@ -1,6 +1,6 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { Model, type OpenOptions } from '../engine/model.js';
+import { Model, type OpenOptions } from '../api/model.js';
 import { argmax, klDivergence, nll, percentile } from '../quality/metrics.js';
 import { walkWindows, windowCount } from '../quality/windows.js';
 import { DEMO_MODEL } from '../store/names.js';

@@ -1,7 +1,7 @@
 import * as os from 'node:os';
 import * as path from 'node:path';
 import * as fs from 'node:fs';
-import { Model } from '../engine/model.js';
+import { Model } from '../api/model.js';
 import { writeSyntheticContainer } from '../synth/synth.js';
 
 export interface DispatchBenchResult {

@@ -1,5 +1,5 @@
-import { Model, type OpenOptions } from '../engine/model.js';
-import { expandPads } from '../engine/image-rows.js';
+import { Model, type OpenOptions } from '../api/model.js';
+import { expandPads } from '../model/media.js';
 import { readImageFile } from '../image/decode.js';
 import { type ImageRoute, rowsFor } from '../image/preprocess.js';
 import { WasteError } from '../util/errors.js';

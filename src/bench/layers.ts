@@ -3,7 +3,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { storedSizes } from '../container/tensor.js';
 import type { Tensor } from '../container/tensor.js';
-import { Model } from '../engine/model.js';
+import { Model } from '../api/model.js';
 import { DEFAULT_ACTIVATIONS } from '../engine/options.js';
 import type { Activations } from '../kernels/types.js';
 import { WasmKernels } from '../kernels/wasm/index.js';

@@ -1,4 +1,4 @@
-import { Model } from '../engine/model.js';
+import { Model } from '../api/model.js';
 import { startServer } from '../server/server.js';
 
 /**

@@ -1,5 +1,5 @@
 import * as fs from 'node:fs';
-import { Model, type OpenOptions } from '../engine/model.js';
+import { Model, type OpenOptions } from '../api/model.js';
 import { Arena } from '../memory/arena.js';
 import { ReaderPool, Status } from '../experts/readers.js';
 import { WasteError } from '../util/errors.js';

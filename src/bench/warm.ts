@@ -1,7 +1,7 @@
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { Model, type OpenOptions } from '../engine/model.js';
+import { Model, type OpenOptions } from '../api/model.js';
 
 export interface WarmBenchOptions extends OpenOptions {
   /** Tokens the learning run decodes (default 32). */

@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { InvalidArgumentError } from 'commander';
 import type { GenerateOptions } from '../generate/generate.js';
-import type { Model } from '../engine/model.js';
+import type { Model } from '../api/model.js';
 import { intArg } from './args.js';
 
 /** The sampling and stopping options of `run` and `chat`. */

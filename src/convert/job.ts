@@ -1,7 +1,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { TrunkIndexEntry } from '../container/write.js';
-import { writeFileAtomic } from '../container/write.js';
+import { writeFileAtomic } from '../util/write-atomic.js';
 import { WasteError, fromSystemError } from '../util/errors.js';
 import { isObject } from '../util/fields.js';
 import { CONVERTER_VERSION, type ConvertSettings } from './plan.js';

@@ -1,7 +1,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { writeFileAtomic } from '../container/write.js';
-import { readGenerationDefaults } from '../generate/defaults.js';
+import { writeFileAtomic } from '../util/write-atomic.js';
+import { readGenerationDefaults } from '../checkpoint/generation-config.js';
 import { WasteError, quoted } from '../util/errors.js';
 import { isObject } from '../util/fields.js';
 import { readBytes, readJson } from '../util/read.js';

@@ -1,6 +1,6 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { writeFileAtomic } from '../container/write.js';
+import { writeFileAtomic } from '../util/write-atomic.js';
 import { WasteError } from '../util/errors.js';
 import { type JsonObject, isObject } from '../util/fields.js';
 import { readBytes, readJson } from '../util/read.js';

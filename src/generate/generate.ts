@@ -1,5 +1,4 @@
-import type { ImageRows } from '../engine/image-rows.js';
-import type { ImageFeed } from '../engine/session.js';
+import type { ImageFeed, ImageRows } from '../model/media.js';
 import type { TokenDecoder } from '../tokenizer/tokenizer.js';
 import type { TokenConstraint } from '../constrain/constraint.js';
 import { WasteError } from '../util/errors.js';

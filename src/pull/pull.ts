@@ -15,7 +15,7 @@ import { WasteError, excerpt, fromSystemError, quoted } from '../util/errors.js'
 import { isObject } from '../util/fields.js';
 import { readBytes, readJson } from '../util/read.js';
 import { formatSize } from '../util/size.js';
-import { writeFileAtomic } from '../container/write.js';
+import { writeFileAtomic } from '../util/write-atomic.js';
 import { PidLock } from '../util/pid-lock.js';
 import { downloadFile, withRetries } from './download.js';
 import { Hub, type HubFile, type HubOptions } from './hub.js';

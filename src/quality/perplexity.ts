@@ -1,4 +1,4 @@
-import type { Model } from '../engine/model.js';
+import type { Model } from '../api/model.js';
 import { WasteError } from '../util/errors.js';
 import { nll } from './metrics.js';
 import { walkWindows, windowCount } from './windows.js';

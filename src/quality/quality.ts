@@ -1,4 +1,4 @@
-import { Model, type OpenOptions } from '../engine/model.js';
+import { Model, type OpenOptions } from '../api/model.js';
 import { WasteError } from '../util/errors.js';
 import { argmax, klDivergence, nll, percentile } from './metrics.js';
 import { walkWindows, windowCount } from './windows.js';

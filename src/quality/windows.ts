@@ -1,4 +1,4 @@
-import type { Session } from '../engine/session.js';
+import type { Session } from '../api/session.js';
 
 /** Logits are taken this many positions at a time, so memory stays bounded for a large vocabulary. */
 const LOGIT_ROWS = 32;

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
-import type { Model } from '../engine/model.js';
-import type { ImageRows } from '../engine/image-rows.js';
+import type { Model } from '../api/model.js';
+import type { ImageRows } from '../model/media.js';
 import { DEFAULT_MAX_IMAGE_BYTES } from '../image/decode.js';
 import { rowsFor } from '../image/preprocess.js';
 import type { ChatMessage, ContentPart } from '../tokenizer/chat.js';

@@ -1,4 +1,4 @@
-import type { Session, SessionSnapshot } from '../engine/session.js';
+import type { Session, SessionSnapshot } from '../api/session.js';
 import type { CompletionToken } from './completion.js';
 
 /**

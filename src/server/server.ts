@@ -5,7 +5,7 @@ import type { AddressInfo } from 'node:net';
 import * as path from 'node:path';
 import { createAdaptorServer } from '@hono/node-server';
 import { Hono } from 'hono';
-import { type OpenOptions, Model } from '../engine/model.js';
+import { type OpenOptions, Model } from '../api/model.js';
 import { ApiError, anthropicErrorBody, asApiError, badRequest, openaiErrorBody } from './errors.js';
 import { Host } from './host.js';
 import { WasteError, excerpt, quoted } from '../util/errors.js';

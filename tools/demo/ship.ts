@@ -13,7 +13,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { convert } from '../../src/convert/convert.js';
-import { Model } from '../../src/engine/model.js';
+import { Model } from '../../src/api/model.js';
 import { perplexity } from '../../src/quality/perplexity.js';
 import { measureQuality, type QualityReport } from '../../src/quality/quality.js';
 

@@ -1,8 +1,8 @@
 import * as readline from 'node:readline';
 import { requireTokenizerFiles } from '../../tokenizer/load.js';
 import type { Command } from 'commander';
-import { Model } from '../../engine/model.js';
-import type { Chat } from '../../generate/chat.js';
+import { Model } from '../../api/model.js';
+import type { Chat } from '../../api/chat.js';
 import { WasteError } from '../../util/errors.js';
 import { formatSize } from '../../util/size.js';
 import { type EngineFlags, addEngineOptions, addLearnOption, openOptions } from '../engine-options.js';

@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { requireTokenizerFiles } from '../../tokenizer/load.js';
-import { Model } from '../../engine/model.js';
+import { Model } from '../../api/model.js';
 import { topLogprobs } from '../../generate/sampler.js';
 import { intArg } from '../args.js';
 import { type EngineFlags, addEngineOptions, openOptions } from '../engine-options.js';

@@ -1,12 +1,12 @@
 import * as fs from 'node:fs';
 import { type Command, Option } from 'commander';
-import { Model } from '../../engine/model.js';
+import { Model } from '../../api/model.js';
 import { WasteError, fromSystemError } from '../../util/errors.js';
 import { parseIds } from '../args.js';
 import { type EngineFlags, addEngineOptions, openOptions } from '../engine-options.js';
 import { modelOrDemo } from '../default-model.js';
 import { type ImageFlags, addImageOptions } from '../image-options.js';
-import { type ImageRows, expandPads } from '../../engine/image-rows.js';
+import { type ImageRows, expandPads } from '../../model/media.js';
 
 export function registerLogits(program: Command): void {
   const cmd = addEngineOptions(

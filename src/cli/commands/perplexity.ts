@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { requireTokenizerFiles } from '../../tokenizer/load.js';
-import { Model } from '../../engine/model.js';
+import { Model } from '../../api/model.js';
 import { perplexity } from '../../quality/perplexity.js';
 import { windowCount } from '../../quality/windows.js';
 import { WasteError } from '../../util/errors.js';

@@ -1,7 +1,7 @@
 import * as fs from 'node:fs';
 import { requireTokenizerFiles } from '../../tokenizer/load.js';
 import type { Command } from 'commander';
-import { Model } from '../../engine/model.js';
+import { Model } from '../../api/model.js';
 import type { GenerationResult } from '../../generate/generate.js';
 import { WasteError, fromSystemError } from '../../util/errors.js';
 import { intArg } from '../args.js';

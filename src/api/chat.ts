@@ -1,17 +1,17 @@
-import type { Session, SessionGenerateOptions } from '../engine/session.js';
-import type { SessionOptions } from '../engine/model.js';
+import type { Session, SessionGenerateOptions } from './session.js';
+import type { SessionOptions } from './model.js';
 import { type ChatFormat, type ChatMessage, type ContentPart, messageImages } from '../tokenizer/chat.js';
-import { type ImageRows, expandPads } from '../engine/image-rows.js';
+import { type ImageRows, expandPads } from '../model/media.js';
 import type { ImageRoute, RgbImage } from '../image/preprocess.js';
 import type { Tokenizer } from '../tokenizer/tokenizer.js';
 import { WasteError } from '../util/errors.js';
 import { relay } from '../util/relay.js';
 import { isObject } from '../util/fields.js';
 import { linkedAbort } from '../util/abort.js';
-import type { GenerationResult } from './generate.js';
-import type { ReplyEvent } from './reply.js';
-import { replyReader } from './reply-reader.js';
-import { ReplyStream } from './reply-stream.js';
+import type { GenerationResult } from '../generate/generate.js';
+import type { ReplyEvent } from '../generate/reply.js';
+import { replyReader } from '../generate/reply-reader.js';
+import { ReplyStream } from '../generate/reply-stream.js';
 
 export interface ChatOptions extends SessionOptions {
   /** The system message that opens the conversation. */

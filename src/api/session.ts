@@ -1,5 +1,6 @@
-import { writeFileAtomic } from '../container/write.js';
-import { type GenerationDefaults, withDefaults } from '../generate/defaults.js';
+import { writeFileAtomic } from '../util/write-atomic.js';
+import type { GenerationDefaults } from '../checkpoint/generation-config.js';
+import { withDefaults } from '../generate/defaults.js';
 import { type GenerateOptions, type GeneratedToken, type GenerationResult, generateTokens } from '../generate/generate.js';
 import type { ModelConfig } from '../core/model-config.js';
 import type { MediaRows, Network, SequenceState, VisionSpec } from '../model/architecture.js';
@@ -7,8 +8,8 @@ import type { Tokenizer } from '../tokenizer/tokenizer.js';
 import { WasteError } from '../util/errors.js';
 import { readBytes } from '../util/read.js';
 import { yieldToLoop } from '../util/yield-to-loop.js';
-import { type ImageRows, imageSpans, keysAt, mediaRows } from './image-rows.js';
-import { markStateLost, STATE_LOST } from './step-batcher.js';
+import { type ImageFeed, type ImageRows, imageSpans, keysAt, mediaRows } from '../model/media.js';
+import { markStateLost, STATE_LOST } from '../engine/step-batcher.js';
 
 /** What a session needs from its model (kept narrow so the model can hand it out). */
 export interface SessionHost {
@@ -35,12 +36,6 @@ export interface SessionHost {
 /** The image at a placeholder of a loaded session: unknown, so equal to none. */
 const UNKNOWN_IMAGE = '\u0000unknown image';
 
-/** A prompt's images being fed piece by piece: the rows, the image at each position, how far it has got. */
-export interface ImageFeed {
-  media: MediaRows;
-  keys: (string | undefined)[];
-  at: number;
-}
 
 export interface ForwardOpts {
   /** The logits of every position, row after row, instead of only the last. */

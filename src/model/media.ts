@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { Patches } from '../image/preprocess.js';
-import type { MediaRows } from '../model/architecture.js';
+import type { MediaRows } from './architecture.js';
 import { WasteError } from '../util/errors.js';
 
 /** An image as the language model reads it: its rows, each taking the place of one `<|media_pad|>`. */
@@ -97,4 +97,11 @@ export function imageSpans(ids: ArrayLike<number>, token: number, images: readon
     }
   }
   return spans;
+}
+
+/** A prompt's images being fed piece by piece: the rows, the image at each position, how far it has got. */
+export interface ImageFeed {
+  media: MediaRows;
+  keys: (string | undefined)[];
+  at: number;
 }

@@ -3,8 +3,8 @@ import type { ModelConfig } from '../core/model-config.js';
 import type { CacheStats, ExpertCache } from '../experts/cache.js';
 import type { StreamFiles } from '../experts/io.js';
 import type { LookaheadScore, StreamedExperts } from '../experts/streamed.js';
-import { Chat, type ChatOptions, type ImageInput } from '../generate/chat.js';
-import { type GenerationDefaults, readGenerationDefaults } from '../generate/defaults.js';
+import { Chat, type ChatOptions, type ImageInput } from './chat.js';
+import { type GenerationDefaults, readGenerationDefaults } from '../checkpoint/generation-config.js';
 import type { Kernels } from '../kernels/types.js';
 import type { MemoryBudget } from '../memory/budget.js';
 import type { Architecture, Network, SequenceState, VisionSpec, VisionTower } from '../model/architecture.js';
@@ -14,22 +14,22 @@ import { type ChatFormat, loadChatFormat } from '../tokenizer/chat.js';
 import { noTokenizer } from '../tokenizer/load.js';
 import type { Tokenizer } from '../tokenizer/tokenizer.js';
 import { WasteError } from '../util/errors.js';
-import { type ModelParts, NO_CACHE, USAGE_FILE, assemble } from './assemble.js';
-import { readImageSource } from './image-input.js';
-import { type ImageRows, imageKey } from './image-rows.js';
+import { type ModelParts, NO_CACHE, USAGE_FILE, assemble } from '../engine/assemble.js';
+import { readImageSource } from '../engine/image-input.js';
+import { type ImageRows, imageKey } from '../model/media.js';
 
 /**
  * Encoded images kept by the bytes they came from (most recently used last), up to this many bytes
  * of rows (outside the budget: about 9 images of K3's at the default route, 1 at 4,096 rows).
  */
 const IMAGE_CACHE_BYTES = 64 << 20;
-import { modelIdentity } from './identity.js';
-import type { OpenOptions } from './options.js';
-import type { MemoryPlan } from './plan.js';
-import type { CacheResize, ElasticCache } from './elastic-cache.js';
+import { modelIdentity } from '../engine/identity.js';
+import type { OpenOptions } from '../engine/options.js';
+import type { MemoryPlan } from '../engine/plan.js';
+import type { CacheResize, ElasticCache } from '../engine/elastic-cache.js';
 import { POLL_MS } from '../memory/pressure.js';
 import { Session, type SessionHost } from './session.js';
-import { StepBatcher } from './step-batcher.js';
+import { StepBatcher } from '../engine/step-batcher.js';
 
 export type { OpenOptions };
 export { USAGE_FILE };
