@@ -15,11 +15,11 @@ export type { GenerateOptions, GeneratedToken, GenerationResult, FinishReason } 
 export type { SamplingOptions } from './generate/sampler.js';
 export type { Tokenizer, TokenDecoder } from './tokenizer/tokenizer.js';
 export { loadTokenizer } from './tokenizer/load.js';
-export type { ChatFormat, ChatMessage, ToolCall, ReplySyntax } from './tokenizer/chat.js';
-export { ReplyParser, type ReplyEvent, type ReplyReader } from './generate/reply.js';
-export { XtmlReplyReader } from './generate/xtml-reply.js';
-export { renderXtml, type XtmlRequest } from './tokenizer/xtml/render.js';
-export type { Segment as XtmlSegment } from './tokenizer/xtml/tags.js';
+export type { ChatFormat, ChatMessage, ToolCall, ReplySyntax } from './chat/format.js';
+export { ReplyParser, type ReplyEvent, type ReplyReader } from './chat/reply.js';
+export { XtmlReplyReader } from './chat/xtml/reply.js';
+export { renderXtml, type XtmlRequest } from './chat/xtml/render.js';
+export type { Segment as XtmlSegment } from './chat/xtml/tags.js';
 export { startServer, createApp, type ServerOptions, type RunningServer } from './server/server.js';
 export { WasteError, type WasteErrorCode } from './util/errors.js';
 export type { KimiLinearConfig } from './model/kimi/linear-config.js';

@@ -6,8 +6,8 @@ import { Model } from '../src/api/model.js';
 import { Sampler, nucleus } from '../src/generate/sampler.js';
 import { Rng } from '../src/util/prng.js';
 import { StopMatcher } from '../src/generate/stop.js';
-import { KIMI_STYLE_TEMPLATE } from '../src/tokenizer/kimi-template.js';
-import { JinjaChatFormat, KIMI_TURNS, TurnChatFormat } from '../src/tokenizer/chat.js';
+import { KIMI_STYLE_TEMPLATE } from '../src/chat/kimi-template.js';
+import { JinjaChatFormat, KIMI_TURNS, TurnChatFormat } from '../src/chat/format.js';
 import { WasteError } from '../src/util/errors.js';
 import { sameBits, synth, tmpDir } from './helpers.js';
 

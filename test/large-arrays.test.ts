@@ -10,7 +10,7 @@ import * as path from 'node:path';
 import { describe, it } from 'node:test';
 import { compileSchema } from '../src/constrain/schema-compile.js';
 import { Model } from '../src/api/model.js';
-import { loadChatFormat } from '../src/tokenizer/chat.js';
+import { loadChatFormat } from '../src/chat/format.js';
 import { loadTokenizer } from '../src/tokenizer/load.js';
 import { ROOT, tmpDir } from './helpers.js';
 

@@ -11,7 +11,7 @@ import { describe, it } from 'node:test';
 import { Model } from '../src/api/model.js';
 import { convert } from '../src/convert/convert.js';
 import { openModelContainer } from '../src/model/registry.js';
-import { loadChatFormat } from '../src/tokenizer/chat.js';
+import { loadChatFormat } from '../src/chat/format.js';
 import { loadTokenizer } from '../src/tokenizer/load.js';
 import { readGenerationDefaults } from '../src/checkpoint/generation-config.js';
 import { WasteError } from '../src/util/errors.js';

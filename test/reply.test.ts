@@ -1,10 +1,10 @@
 import assert from 'node:assert/strict';
 import * as path from 'node:path';
 import { describe, it } from 'node:test';
-import { type ReplyEvent, ReplyParser } from '../src/generate/reply.js';
-import type { ReplySyntax } from '../src/tokenizer/chat.js';
-import { JinjaChatFormat } from '../src/tokenizer/chat.js';
-import { KIMI_STYLE_TEMPLATE } from '../src/tokenizer/kimi-template.js';
+import { type ReplyEvent, ReplyParser } from '../src/chat/reply.js';
+import type { ReplySyntax } from '../src/chat/format.js';
+import { JinjaChatFormat } from '../src/chat/format.js';
+import { KIMI_STYLE_TEMPLATE } from '../src/chat/kimi-template.js';
 import { loadTokenizer } from '../src/tokenizer/load.js';
 import { ROOT } from './helpers.js';
 

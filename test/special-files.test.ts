@@ -8,7 +8,7 @@ import { Model } from '../src/api/model.js';
 import { readGenerationDefaults } from '../src/checkpoint/generation-config.js';
 import { Arena } from '../src/memory/arena.js';
 import { openStreamFiles } from '../src/experts/io.js';
-import { loadChatFormat } from '../src/tokenizer/chat.js';
+import { loadChatFormat } from '../src/chat/format.js';
 import { loadTokenizer } from '../src/tokenizer/load.js';
 import { WasteError } from '../src/util/errors.js';
 import { readBytes } from '../src/util/read.js';

@@ -7,7 +7,7 @@ import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { describe, it } from 'node:test';
-import { renderXtml } from '../src/tokenizer/xtml/render.js';
+import { renderXtml } from '../src/chat/xtml/render.js';
 import { BIN, synth, tmpDir } from './helpers.js';
 
 const k3 = synth({ shape: 'k3-tiny', seed: 3, tokenizer: true }, 'k3-bodies');

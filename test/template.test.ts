@@ -10,7 +10,7 @@ import * as path from 'node:path';
 import { describe, it } from 'node:test';
 import { startServer } from '../src/server/server.js';
 import { loadTokenizer } from '../src/tokenizer/load.js';
-import { renderXtml } from '../src/tokenizer/xtml/render.js';
+import { renderXtml } from '../src/chat/xtml/render.js';
 import { BIN, ROOT, synth, tmpDir } from './helpers.js';
 
 const k3 = synth({ shape: 'k3-tiny', seed: 3, tokenizer: true }, 'k3-template');

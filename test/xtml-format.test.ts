@@ -7,11 +7,11 @@ import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { describe, it } from 'node:test';
-import { type ChatMessage, loadChatFormat } from '../src/tokenizer/chat.js';
+import { type ChatMessage, loadChatFormat } from '../src/chat/format.js';
 import { loadTokenizer } from '../src/tokenizer/load.js';
-import { XtmlChatFormat, xtmlThinking } from '../src/tokenizer/xtml/format.js';
-import { renderXtml } from '../src/tokenizer/xtml/render.js';
-import { KIMI_STYLE_TEMPLATE } from '../src/tokenizer/kimi-template.js';
+import { XtmlChatFormat, xtmlThinking } from '../src/chat/xtml/format.js';
+import { renderXtml } from '../src/chat/xtml/render.js';
+import { KIMI_STYLE_TEMPLATE } from '../src/chat/kimi-template.js';
 import { ROOT, k3Tokenizer, tmpDir } from './helpers.js';
 
 const tok = k3Tokenizer();

@@ -5,11 +5,11 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import type { ReplyEvent } from '../src/generate/reply.js';
-import { replyReader } from '../src/generate/reply-reader.js';
+import type { ReplyEvent } from '../src/chat/reply.js';
+import { replyReader } from '../src/chat/reply-reader.js';
 import { ReplyStream } from '../src/generate/reply-stream.js';
-import { XtmlReplyReader, parseHeader } from '../src/generate/xtml-reply.js';
-import { XtmlChatFormat } from '../src/tokenizer/xtml/format.js';
+import { XtmlReplyReader, parseHeader } from '../src/chat/xtml/reply.js';
+import { XtmlChatFormat } from '../src/chat/xtml/format.js';
 import { k3Tokenizer } from './helpers.js';
 
 const tok = k3Tokenizer();

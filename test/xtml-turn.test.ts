@@ -8,10 +8,10 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Ajv } from 'ajv';
 import { vocabOf } from '../src/constrain/vocab.js';
-import { XtmlReplyReader } from '../src/generate/xtml-reply.js';
-import { type ConstraintPlan, type ToolDecl, turnConstraint } from '../src/server/constraints.js';
-import { XtmlChatFormat, markerIds } from '../src/tokenizer/xtml/format.js';
-import { encodeSegments } from '../src/tokenizer/chat.js';
+import { XtmlReplyReader } from '../src/chat/xtml/reply.js';
+import { type ConstraintPlan, type ToolDecl, turnConstraint } from '../src/chat/tool-grammar.js';
+import { XtmlChatFormat, markerIds } from '../src/chat/xtml/format.js';
+import { encodeSegments } from '../src/chat/format.js';
 import { Rng } from '../src/util/prng.js';
 import { k3Tokenizer } from './helpers.js';
 

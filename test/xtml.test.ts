@@ -6,8 +6,8 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { type XtmlRequest, renderXtml } from '../src/tokenizer/xtml/render.js';
-import { byCodePoint, pyDumps, pyNumber, pyStrip } from '../src/tokenizer/xtml/pyjson.js';
+import { type XtmlRequest, renderXtml } from '../src/chat/xtml/render.js';
+import { byCodePoint, pyDumps, pyNumber, pyStrip } from '../src/chat/xtml/pyjson.js';
 
 type Seg = [string, boolean];
 const M = (t: string): Seg => [t, true];

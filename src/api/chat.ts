@@ -1,6 +1,6 @@
 import type { Session, SessionGenerateOptions } from './session.js';
 import type { SessionOptions } from './model.js';
-import { type ChatFormat, type ChatMessage, type ContentPart, messageImages } from '../tokenizer/chat.js';
+import { type ChatFormat, type ChatMessage, type ContentPart, messageImages } from '../chat/format.js';
 import { type ImageRows, expandPads } from '../model/media.js';
 import type { ImageRoute, RgbImage } from '../image/preprocess.js';
 import type { Tokenizer } from '../tokenizer/tokenizer.js';
@@ -9,8 +9,8 @@ import { relay } from '../util/relay.js';
 import { isObject } from '../util/fields.js';
 import { linkedAbort } from '../util/abort.js';
 import type { GenerationResult } from '../generate/generate.js';
-import type { ReplyEvent } from '../generate/reply.js';
-import { replyReader } from '../generate/reply-reader.js';
+import type { ReplyEvent } from '../chat/reply.js';
+import { replyReader } from '../chat/reply-reader.js';
 import { ReplyStream } from '../generate/reply-stream.js';
 
 export interface ChatOptions extends SessionOptions {

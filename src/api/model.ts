@@ -10,7 +10,7 @@ import type { MemoryBudget } from '../memory/budget.js';
 import type { Architecture, Network, SequenceState, VisionSpec, VisionTower } from '../model/architecture.js';
 import { type ImageRoute, type RgbImage, toPatches } from '../image/preprocess.js';
 import { Arena } from '../memory/arena.js';
-import { type ChatFormat, loadChatFormat } from '../tokenizer/chat.js';
+import { type ChatFormat, loadChatFormat } from '../chat/format.js';
 import { noTokenizer } from '../tokenizer/load.js';
 import type { Tokenizer } from '../tokenizer/tokenizer.js';
 import { WasteError } from '../util/errors.js';

@@ -1,5 +1,5 @@
 import { type Command, Option } from 'commander';
-import type { ReplyEvent } from '../generate/reply.js';
+import type { ReplyEvent } from '../chat/reply.js';
 
 /** The reasoning switches of `run` and `chat`. */
 export interface ThinkingFlags {

@@ -1,4 +1,4 @@
-import type { ReplyEvent, ReplyReader } from './reply.js';
+import type { ReplyEvent, ReplyReader } from '../chat/reply.js';
 import { StopMatcher } from './stop.js';
 
 /**

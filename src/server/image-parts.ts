@@ -1,4 +1,4 @@
-import type { ChatMessage } from '../tokenizer/chat.js';
+import type { ChatMessage } from '../chat/format.js';
 import { badRequest } from './errors.js';
 import type { TurnRequest } from './host.js';
 

@@ -3,7 +3,7 @@ import type { Model } from '../api/model.js';
 import type { ImageRows } from '../model/media.js';
 import { DEFAULT_MAX_IMAGE_BYTES } from '../image/decode.js';
 import { rowsFor } from '../image/preprocess.js';
-import type { ChatMessage, ContentPart } from '../tokenizer/chat.js';
+import type { ChatMessage, ContentPart } from '../chat/format.js';
 import { WasteError } from '../util/errors.js';
 import { DecoderThread } from './decode-thread.js';
 import { ApiError } from './errors.js';

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { quoted } from '../util/errors.js';
-import type { ToolDecl } from './constraints.js';
+import type { ToolDecl } from '../chat/tool-grammar.js';
 import { badRequest } from './errors.js';
 import { requestSchema } from './request-schemas.js';
 import type { TurnRequest } from './host.js';

@@ -1,4 +1,4 @@
-import type { ChatFormat, EncodeOptions } from '../tokenizer/chat.js';
+import type { ChatFormat, EncodeOptions } from '../chat/format.js';
 import { quoted } from '../util/errors.js';
 import { badRequest } from './errors.js';
 import type { TurnRequest } from './host.js';

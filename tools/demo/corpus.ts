@@ -19,7 +19,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { writeFileAtomic } from '../../src/util/write-atomic.js';
-import { KIMI_STYLE_TEMPLATE } from '../../src/tokenizer/kimi-template.js';
+import { KIMI_STYLE_TEMPLATE } from '../../src/chat/kimi-template.js';
 import { KIMI_SPECIALS as SYNTH_SPECIALS } from '../../src/model/kimi/synth.js';
 import { loadTokenizer } from '../../src/tokenizer/load.js';
 import { rankFileText } from '../../src/tokenizer/ranks.js';

@@ -6,7 +6,7 @@ import { checkManifestDigest } from '../../container/manifest.js';
 import { openModelContainer } from '../../model/registry.js';
 import { TRUNK } from '../../container/trunk.js';
 import { WasteError } from '../../util/errors.js';
-import { openModelText } from '../../tokenizer/model-text.js';
+import { openModelText } from '../../chat/model-text.js';
 import { Progress } from '../progress.js';
 import { formatSize } from '../../util/size.js';
 import { modelOrDemo } from '../default-model.js';

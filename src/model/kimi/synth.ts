@@ -1,5 +1,5 @@
 import type { JsonObject } from '../../util/fields.js';
-import { KIMI_STYLE_TEMPLATE } from '../../tokenizer/kimi-template.js';
+import { KIMI_STYLE_TEMPLATE } from '../../chat/kimi-template.js';
 import type { FamilySynth, SynthExtraTensor, SynthShapeOptions, SynthTensor } from '../synth.js';
 import type { KimiConfig } from './config.js';
 

@@ -1,6 +1,6 @@
-import type { ToolCall } from '../tokenizer/chat.js';
-import { CLOSE, OPEN, unescapeAttr } from '../tokenizer/xtml/tags.js';
-import { type CallIdMaker, type ReplyEvent, type ReplyReader, indexCallId } from './reply.js';
+import type { ToolCall } from '../format.js';
+import { CLOSE, OPEN, unescapeAttr } from './tags.js';
+import { type CallIdMaker, type ReplyEvent, type ReplyReader, indexCallId } from '../reply.js';
 
 /** The ids of K3's markers in the model's vocabulary. */
 export interface XtmlMarkerIds {

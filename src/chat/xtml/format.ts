@@ -1,6 +1,6 @@
 import { WasteError } from '../../util/errors.js';
-import { type ChatFormat, type ChatMessage, type EncodeOptions, type PromptSegment, type ReplySyntax, messageImages } from '../chat.js';
-import type { Tokenizer } from '../tokenizer.js';
+import { type ChatFormat, type ChatMessage, type EncodeOptions, type PromptSegment, type ReplySyntax, messageImages } from '../format.js';
+import type { Tokenizer } from '../../tokenizer/tokenizer.js';
 import { renderXtml } from './render.js';
 import { CLOSE, END_OF_MSG, MARKERS, OPEN, SEP, type Segment, isMarkup, openTag } from './tags.js';
 

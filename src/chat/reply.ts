@@ -1,4 +1,4 @@
-import type { ReplySyntax, ToolCall } from '../tokenizer/chat.js';
+import type { ReplySyntax, ToolCall } from './format.js';
 
 /** A piece of a reply, as it streams: reasoning, content, a tool call starting, or its arguments. */
 export type ReplyEvent =

@@ -1,7 +1,7 @@
 import { WasteError } from '../util/errors.js';
-import { type ChatFormat, type ChatMessage, loadChatFormat } from './chat.js';
-import { loadTokenizer, specialsFile } from './load.js';
-import type { Tokenizer } from './tokenizer.js';
+import { type ChatFormat, type ChatMessage, loadChatFormat } from './format.js';
+import { loadTokenizer, specialsFile } from '../tokenizer/load.js';
+import type { Tokenizer } from '../tokenizer/tokenizer.js';
 
 /** What a control token looks like in a chat format's markup (Kimi's `<|im_end|>`, K3's `<|open|>`). */
 const CONTROL = /<\|[^|<>\s]{1,64}\|>/g;

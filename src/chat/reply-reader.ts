@@ -1,8 +1,8 @@
-import type { ChatFormat } from '../tokenizer/chat.js';
+import type { ChatFormat } from './format.js';
 import type { Tokenizer } from '../tokenizer/tokenizer.js';
-import { markerIds } from '../tokenizer/xtml/format.js';
+import { markerIds } from './xtml/format.js';
 import { type CallIdMaker, type ReplyEvent, ReplyParser, type ReplyReader } from './reply.js';
-import { XtmlReplyReader } from './xtml-reply.js';
+import { XtmlReplyReader } from './xtml/reply.js';
 
 /** The text-driven parser of Kimi's and Hermes' markup as a reader (the token's id tells it nothing). */
 class TextReader implements ReplyReader {

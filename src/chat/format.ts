@@ -6,7 +6,7 @@ import { isObject } from '../util/fields.js';
 import { checkModelLinks } from '../util/model-dir.js';
 import { readJson, readText } from '../util/read.js';
 import { KIMI_STYLE_TEMPLATE } from './kimi-template.js';
-import type { Tokenizer } from './tokenizer.js';
+import type { Tokenizer } from '../tokenizer/tokenizer.js';
 import { XtmlChatFormat } from './xtml/format.js';
 
 /**

@@ -1,10 +1,10 @@
-import { type TokenConstraint, grammarConstraint } from '../constrain/constraint.js';
-import { type Grammar, alt, json, lit, seq } from '../constrain/grammar.js';
-import type { PromptSegment } from '../tokenizer/chat.js';
-import { CLOSE, OPEN, SEP, type Segment, closeTag, escapeAttr, openTag, push } from '../tokenizer/xtml/tags.js';
-import type { ConstraintPlan, TurnPlan } from './constraints.js';
-import { MAX_PARALLEL, type ToolDecl, optional } from './tool-decl.js';
-import { After, MarkupWatch, ReasoningBudget } from './watch.js';
+import { type TokenConstraint, grammarConstraint } from '../../constrain/constraint.js';
+import { type Grammar, alt, json, lit, seq } from '../../constrain/grammar.js';
+import type { PromptSegment } from '../format.js';
+import { CLOSE, OPEN, SEP, type Segment, closeTag, escapeAttr, openTag, push } from './tags.js';
+import type { ConstraintPlan, TurnPlan } from '../tool-grammar.js';
+import { MAX_PARALLEL, type ToolDecl, optional } from '../tool-decl.js';
+import { After, MarkupWatch, ReasoningBudget } from '../watch.js';
 
 /**
  * Tool calls and structured output through K3's XTML. The reply reader decides structure by token

@@ -2,11 +2,11 @@ import { type TokenConstraint, grammarConstraint } from '../constrain/constraint
 import { type Grammar, alt, json, lit, seq } from '../constrain/grammar.js';
 import type { TokenVocab } from '../constrain/vocab.js';
 import type { SchemaNode } from '../constrain/schema-compile.js';
-import { HERMES_TOOL_MARKERS, KIMI_TOOL_MARKERS } from '../generate/reply.js';
-import type { PromptSegment, ReplySyntax } from '../tokenizer/chat.js';
+import { HERMES_TOOL_MARKERS, KIMI_TOOL_MARKERS } from './reply.js';
+import type { PromptSegment, ReplySyntax } from './format.js';
 import { MAX_PARALLEL, type ToolDecl, optional } from './tool-decl.js';
 import { After, ReasoningBudget, TextWatch } from './watch.js';
-import { xtmlConstraint } from './xtml-constraints.js';
+import { xtmlConstraint } from './xtml/constraints.js';
 
 export type { ToolDecl };
 
