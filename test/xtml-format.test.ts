@@ -11,6 +11,7 @@ import { type ChatMessage, loadChatFormat } from '../src/chat/format.js';
 import { loadTokenizer } from '../src/tokenizer/load.js';
 import { XtmlChatFormat, xtmlThinking } from '../src/chat/xtml/format.js';
 import { renderXtml } from '../src/chat/xtml/render.js';
+import { architecture } from '../src/model/registry.js';
 import { KIMI_STYLE_TEMPLATE } from '../src/chat/kimi-template.js';
 import { ROOT, k3Tokenizer, tmpDir } from './helpers.js';
 
@@ -82,10 +83,10 @@ describe("K3's format in the engine", () => {
   it('a K3 model speaks XTML unless its directory has a chat_template.jinja; its chat.json is the C engine CLI’s and is not read', () => {
     const dir = tmpDir('k3-format');
     fs.writeFileSync(path.join(dir, 'chat.json'), JSON.stringify({ user: ['<u>', '</u>'], assistant: ['<a>', '</a>'], open: '<a>' }));
-    assert.equal(loadChatFormat(dir, { arch: 'kimi-k3' }).source, 'Kimi K3 XTML');
-    assert.match(loadChatFormat(dir, { arch: 'kimi-linear' }).source, /chat\.json$/);
+    assert.equal(loadChatFormat(dir, { native: architecture('kimi-k3').chatFormat }).source, 'Kimi K3 XTML');
+    assert.match(loadChatFormat(dir, { native: architecture('kimi-linear').chatFormat }).source, /chat\.json$/);
     assert.match(loadChatFormat(dir).source, /chat\.json$/);
     fs.writeFileSync(path.join(dir, 'chat_template.jinja'), KIMI_STYLE_TEMPLATE);
-    assert.match(loadChatFormat(dir, { arch: 'kimi-k3' }).source, /chat_template\.jinja$/);
+    assert.match(loadChatFormat(dir, { native: architecture('kimi-k3').chatFormat }).source, /chat_template\.jinja$/);
   });
 });

@@ -303,7 +303,7 @@ export class Model implements SessionHost {
 
   /** The chat format: K3's XTML for a K3 model, else chat.json, the Jinja chat template, or Kimi's default (see loadChatFormat). */
   chatFormat(): ChatFormat {
-    return (this.chatFmt ??= loadChatFormat(this.dir, { arch: this.arch.id }));
+    return (this.chatFmt ??= loadChatFormat(this.dir, { native: this.arch.chatFormat }));
   }
 
   /** The sampling settings of the model's generation_config.json (empty when it has none); explicit options win. */

@@ -328,18 +328,22 @@ export class JinjaChatFormat implements ChatFormat {
   }
 }
 
+/** A format a family's release speaks natively, in place of a template (the family says which). */
+export type NativeChatFormat = 'xtml';
+
 /**
- * The chat format of a model directory. A Kimi K3 model (`arch` "kimi-k3") speaks XTML, K3's own
- * format, unless its directory has a chat_template.jinja (a template someone chose over it); its
- * chat.json, if any, is the C engine's CLI turns and is not read. Any other model: its `chat.json`
- * when present (a hand-written format for the CLI, as the C engine reads it), else its Jinja
- * template (chat_template.jinja, or tokenizer_config.json's chat_template), else Kimi's default.
+ * The chat format of a model directory. A model whose family speaks a native format (K3: XTML)
+ * speaks it, unless its directory has a chat_template.jinja (a template someone chose over it);
+ * its chat.json, if any, is the C engine's CLI turns and is not read. Any other model: its
+ * `chat.json` when present (a hand-written format for the CLI, as the C engine reads it), else its
+ * Jinja template (chat_template.jinja, or tokenizer_config.json's chat_template), else Kimi's
+ * default.
  */
-export function loadChatFormat(dir: string, opts: { arch?: string } = {}): ChatFormat {
+export function loadChatFormat(dir: string, opts: { native?: NativeChatFormat } = {}): ChatFormat {
   checkModelLinks(dir);
   const at = (f: string) => path.join(dir, f);
   const jinja = fs.existsSync(at('chat_template.jinja'));
-  if (opts.arch === 'kimi-k3') return jinja ? new JinjaChatFormat(readText(at('chat_template.jinja')), at('chat_template.jinja')) : new XtmlChatFormat();
+  if (opts.native === 'xtml') return jinja ? new JinjaChatFormat(readText(at('chat_template.jinja')), at('chat_template.jinja')) : new XtmlChatFormat();
   if (fs.existsSync(at('chat.json'))) return new TurnChatFormat(parseChatJson(at('chat.json')), at('chat.json'));
   if (jinja) return new JinjaChatFormat(readText(at('chat_template.jinja')), at('chat_template.jinja'));
   if (fs.existsSync(at('tokenizer_config.json'))) {

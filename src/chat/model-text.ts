@@ -1,5 +1,5 @@
 import { WasteError } from '../util/errors.js';
-import { type ChatFormat, type ChatMessage, loadChatFormat } from './format.js';
+import { type ChatFormat, type ChatMessage, type NativeChatFormat, loadChatFormat } from './format.js';
 import { loadTokenizer, specialsFile } from '../tokenizer/load.js';
 import type { Tokenizer } from '../tokenizer/tokenizer.js';
 
@@ -45,12 +45,12 @@ export function checkChatMarkup(tok: Tokenizer, format: ChatFormat, dir: string)
  * other (checkChatMarkup); undefined when the directory has no tokenizer. A chat format that fails
  * to load is left out (it fails again, naming what is wrong, when a conversation needs it).
  */
-export function openModelText(dir: string, opts: { arch?: string; modelVocab?: number } = {}): { tokenizer: Tokenizer; format?: ChatFormat } | undefined {
+export function openModelText(dir: string, opts: { native?: NativeChatFormat; modelVocab?: number } = {}): { tokenizer: Tokenizer; format?: ChatFormat } | undefined {
   const tokenizer = loadTokenizer(dir, { modelVocab: opts.modelVocab });
   if (!tokenizer) return undefined;
   let format: ChatFormat;
   try {
-    format = loadChatFormat(dir, { arch: opts.arch });
+    format = loadChatFormat(dir, { native: opts.native });
   } catch (e) {
     if (e instanceof WasteError) return { tokenizer };
     throw e;

@@ -151,7 +151,7 @@ export async function assemble(model: string, opts: OpenOptions): Promise<ModelP
   let readers: ReaderPool | undefined;
   try {
     // before the weights load: a model whose chat markup its tokenizer cannot read is refused at once
-    const text = openModelText(dir, { arch: arch.id, modelVocab: cfg.vocab }) ?? { tokenizer: null };
+    const text = openModelText(dir, { native: arch.chatFormat, modelVocab: cfg.vocab }) ?? { tokenizer: null };
     let stride = 0;
     for (const b of container?.banks.values() ?? []) stride = Math.max(stride, b.stride);
     const vision = o.vision ? visionOf(arch, dir, src, cfg, threads, chunk, o.imagePatches, o.warn) : undefined;

@@ -7,6 +7,7 @@ import type { ImageSpec, Patches } from '../image/preprocess.js';
 import type { Fields } from '../util/fields.js';
 import type { KnownRelease } from './release.js';
 import type { FamilySynth } from './synth.js';
+import type { NativeChatFormat } from '../chat/format.js';
 import type { WeightSource } from './sources/source.js';
 
 /**
@@ -35,6 +36,8 @@ export interface Architecture<C extends ModelConfig = ModelConfig> {
   widestInput(cfg: C): number;
   /** Load the trunk into the arenas and make the forward pass. */
   build(p: BuildParams<C>): Network;
+  /** The chat format its release speaks without a template (K3: XTML). */
+  readonly chatFormat?: NativeChatFormat;
   /** Images in, for an architecture with a vision tower. */
   readonly vision?: VisionSupport;
   /**

@@ -1,7 +1,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { Command } from 'commander';
-import { architectureOf } from '../../model/registry.js';
+import { architecture, architectureOf } from '../../model/registry.js';
 import { ApiError } from '../../server/errors.js';
 import { ChatCompletionBody, chatTurn, parseBody } from '../../server/openai-request.js';
 import { textOnly } from '../../server/image-parts.js';
@@ -122,7 +122,8 @@ export function registerTemplate(program: Command): void {
     .action((model: string | undefined, o: { request: string; json: boolean }) => {
       const dir = modelOrDemo(model);
       const tok = requireTokenizer(dir);
-      const format = loadChatFormat(dir, { arch: archOf(dir) });
+      const arch = archOf(dir);
+      const format = loadChatFormat(dir, { native: arch ? architecture(arch).chatFormat : undefined });
       const doc = readRequest(o.request);
       let segments: PromptSegment[];
       let ids: number[];

@@ -3,7 +3,7 @@ import type { Command } from 'commander';
 import { checkChecksum, fileChecksum } from '../../container/checksums.js';
 import { CODEBOOKS } from '../../container/codebooks.js';
 import { checkManifestDigest } from '../../container/manifest.js';
-import { openModelContainer } from '../../model/registry.js';
+import { architecture, openModelContainer } from '../../model/registry.js';
 import { TRUNK } from '../../container/trunk.js';
 import { WasteError } from '../../util/errors.js';
 import { openModelText } from '../../chat/model-text.js';
@@ -24,7 +24,7 @@ export function registerVerify(program: Command): void {
         checkManifestDigest(c.manifest);
         // the tokenizer and chat format as an open reads them: a damaged specials.json is a bad file too
         try {
-          openModelText(c.dir, { arch: c.config.arch, modelVocab: c.config.vocab });
+          openModelText(c.dir, { native: architecture(c.config.arch).chatFormat, modelVocab: c.config.vocab });
         } catch (e) {
           if (e instanceof WasteError) throw new WasteError('E_IO', e.message);
           throw e;

@@ -61,4 +61,5 @@ export const kimiK3: Architecture<KimiConfig> = {
     return new KimiNetwork(p.cfg, w, p.kernels, p.experts, p.quant, p.record, p.chunk, p.maxContext);
   },
   vision: kimiK3Vision,
+  chatFormat: 'xtml',
 };
