@@ -2,8 +2,10 @@ import type { CheckpointOptions } from '../src/synth/checkpoint.js';
 import type { SynthOptions } from '../src/synth/synth.js';
 
 /**
- * Containers (and HuggingFace checkpoints, for the unquantized reference path) whose logits the Python reference (tools/reference/kimi_linear_ref.py) computed once;
- * the results are committed under test/golden/. Regenerate with `node dist/tools/make-goldens.js`.
+ * Containers (and HuggingFace checkpoints, for the unquantized reference path) whose logits the
+ * Python reference computed once (tools/reference/kimi_linear_ref.py for the Kimi family,
+ * tools/reference/moe_ref.py for the others); the results are committed under test/golden/.
+ * Regenerate with `node dist/tools/make-goldens.js`.
  */
 export interface GoldenCase {
   name: string;
@@ -139,6 +141,41 @@ export const GOLDEN_CASES: GoldenCase[] = [
     checkpoint: { shape: 'k3-tiny', seed: 3, shards: 2 },
     ids: [5, 17, 200, 789, 33, 250, 9, 120],
     image: { width: 100, height: 70, seed: 4 },
+    tolerance: 2e-5,
+  },
+  {
+    // Qwen3-MoE as released: GQA 2:1, q/k RMSNorm per head, RoPE θ 1e6, a dense first layer
+    // (mlp_only_layers), a softmax router whose top 2 of 8 are renormalised
+    name: 'qwen3-moe-checkpoint',
+    checkpoint: { shape: 'qwen3-moe-tiny', seed: 7, shards: 2 },
+    ids: [17, 300, 5, 5, 64, 128, 1, 250, 99, 42, 7, 319, 0, 200],
+    tolerance: 2e-5,
+  },
+  {
+    // Qwen3-MoE's other settings: every projection biased, the head tied to the embedding, one kv
+    // head (MQA), a head_dim of 24 that is not hidden/heads, a sliding window of 5 shorter than the
+    // ids, MoE every second layer (decoder_sparse_step), top 3 of 6 not renormalised
+    name: 'qwen3-moe-awkward',
+    checkpoint: {
+      shape: 'qwen3-moe-tiny',
+      seed: 8,
+      layers: 5,
+      experts: 6,
+      config: {
+        attention_bias: true,
+        tie_word_embeddings: true,
+        num_key_value_heads: 1,
+        head_dim: 24,
+        use_sliding_window: true,
+        sliding_window: 5,
+        decoder_sparse_step: 2,
+        mlp_only_layers: [],
+        norm_topk_prob: false,
+        num_experts_per_tok: 3,
+        rope_theta: 5000,
+      },
+    },
+    ids: [3, 77, 160, 160, 21, 300, 8, 45, 2, 90, 111, 250, 6, 318, 12, 40],
     tolerance: 2e-5,
   },
 ];

@@ -16,6 +16,14 @@ import { readVisionConfig } from '../src/model/kimi/vision/config.js';
 /** Positions whose product inputs and outputs CASE.a16-products.bin keeps (the first, and one with attention state). */
 const A16_POSITIONS = 2;
 
+/** The reference that computes a model directory's family: Kimi's own, or the other MoE families'. */
+function referenceOf(dir: string): string {
+  const file = fs.existsSync(path.join(dir, 'config.json')) ? path.join(dir, 'config.json') : path.join(dir, 'manifest.json');
+  const doc = JSON.parse(fs.readFileSync(file, 'utf8')) as { model_type?: string; config?: { model_type?: string } };
+  const type = doc.config?.model_type ?? doc.model_type ?? 'kimi_linear';
+  return type === 'kimi_linear' || type === 'kimi_k3' ? 'kimi_linear_ref.py' : 'moe_ref.py';
+}
+
 const only = process.argv[2];
 for (const c of GOLDEN_CASES) {
   if (only && c.name !== only) continue;
@@ -33,11 +41,11 @@ for (const c of GOLDEN_CASES) {
     fs.rmSync(px);
     fs.rmSync(ids);
   } else
-    execFileSync('/usr/bin/python3', [path.join(ROOT, 'tools', 'reference', 'kimi_linear_ref.py'), dir, '--ids', c.ids.join(','), '--out', out], {
+    execFileSync('/usr/bin/python3', [path.join(ROOT, 'tools', 'reference', referenceOf(dir)), dir, '--ids', c.ids.join(','), '--out', out], {
       stdio: 'inherit',
     });
   let a16: { reference: string; products: unknown } | undefined;
-  if (!c.image && !c.checkpoint) {
+  if (!c.image && !c.checkpoint && referenceOf(dir) === 'kimi_linear_ref.py') {
     const base = path.join(ROOT, 'test', 'golden', c.name);
     const products = `${base}.a16-products.bin`;
     execFileSync('/usr/bin/python3', [path.join(ROOT, 'tools', 'reference', 'kimi_linear_ref.py'), dir, '--ids', c.ids.join(','), '--out', `${base}.a16.bin`, '--activations', 'a16', '--products', products, '--positions', String(A16_POSITIONS)], {
@@ -46,7 +54,7 @@ for (const c of GOLDEN_CASES) {
     a16 = { reference: `tools/reference/kimi_linear_ref.py --activations a16 (float64, the inputs of Q8G/Q4G products rounded as the engine's a16) on a container`, products: JSON.parse(fs.readFileSync(`${products}.json`, 'utf8')) };
     fs.rmSync(`${products}.json`);
   }
-  const meta = { name: c.name, ids: c.ids, containerSha256: containerDigest(dir), reference: `tools/reference/${c.image ? 'kimi_k3_vision.py logits' : 'kimi_linear_ref.py'} (float64) on a ${c.checkpoint ? 'HuggingFace checkpoint' : 'container'}`, ...(a16 ? { a16 } : {}) };
+  const meta = { name: c.name, ids: c.ids, containerSha256: containerDigest(dir), reference: `tools/reference/${c.image ? 'kimi_k3_vision.py logits' : referenceOf(dir)} (float64) on a ${c.checkpoint ? 'HuggingFace checkpoint' : 'container'}`, ...(a16 ? { a16 } : {}) };
   fs.writeFileSync(path.join(ROOT, 'test', 'golden', `${c.name}.json`), JSON.stringify(meta, null, 2) + '\n');
   console.log(`${c.name}: ${fs.statSync(out).size} bytes`);
 }

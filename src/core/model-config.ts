@@ -32,7 +32,8 @@ export interface ModelConfig {
 }
 
 export interface LayerKind {
-  attn: 'kda' | 'mla';
+  /** The sequence mixer, as its family names it ('kda', 'mla', 'attention'…): the engine only tells them apart. */
+  attn: string;
   ffn: 'dense' | 'moe';
 }
 

@@ -10,11 +10,12 @@ import type { Fields } from '../util/fields.js';
 import type { Architecture } from './architecture.js';
 import { kimiK3 } from './kimi/k3.js';
 import { kimiLinear } from './kimi/linear.js';
+import { qwen3Moe } from './qwen3-moe/index.js';
 import { textConfig } from './kimi/config.js';
 import { CheckpointSource } from './sources/checkpoint-source.js';
 
 /** Every architecture this build runs, the most specific first. */
-export const ARCHITECTURES: readonly Architecture[] = [kimiK3, kimiLinear];
+export const ARCHITECTURES: readonly Architecture[] = [kimiK3, kimiLinear, qwen3Moe];
 
 /** The architecture that runs a config (a manifest's `config`, or a checkpoint's config.json). */
 export function architectureOf(cfg: Fields): Architecture {
@@ -22,7 +23,7 @@ export function architectureOf(cfg: Fields): Architecture {
   if (!arch) {
     const t = textConfig(cfg);
     const type = t.given('model_type') ? excerpt(String(JSON.stringify(t.raw('model_type')))) : '(none)';
-    throw unsupported(`${cfg.file}: config.model_type ${type} (this build runs Kimi-Linear and Kimi K3 models)`);
+    throw unsupported(`${cfg.file}: config.model_type ${type} (this build runs ${ARCHITECTURES.map((a) => a.id).join(', ')})`);
   }
   return arch;
 }

@@ -5,6 +5,7 @@ import type { Kernels, VqExpertJob, VqGeometry } from '../../kernels/types.js';
 import type { Arena } from '../../memory/arena.js';
 import { WasteError } from '../../util/errors.js';
 import { type Activation, type FfnScratch, type FfnWeights, activate, ffn } from './ffn.js';
+import { type RouterConfig, route } from './router.js';
 
 /** The working buffers the MoE block uses in an arena (of trunk layers, or of expert slots). */
 export interface MoeScratch extends FfnScratch {
@@ -37,6 +38,8 @@ export interface MoeWeights {
   router: Tensor;
   /** Selection-only bias (zeros when the checkpoint has none). */
   bias: Float32Array;
+  /** The router's own bias, added to its logits (gpt-oss). */
+  routerBias?: Float32Array;
   shared?: FfnWeights;
   /** Per matrix kind (gate, up, down): the layer's stage codebooks transposed, [stage][dim][entry]. */
   booksT: [Float32Array, Float32Array, Float32Array];
@@ -59,10 +62,13 @@ export interface MoeHost {
   scratchOf(a: Arena): MoeScratch;
   readonly routeOverride?: (layer: number, row: number) => number[] | undefined;
   readonly routeObserver?: (layer: number, route: Int32Array, T: number) => void;
+  /** The family's router; without one, Kimi's (sigmoid with a selection-only bias) on the kernels. */
+  readonly router?: RouterConfig;
 }
 
 /**
- * Sigmoid router with a selection-only bias, top-k, renormalised and scaled weights; the routed
+ * The family's router (Kimi's: sigmoid with a selection-only bias, top-k, renormalised and scaled
+ * weights); the routed
  * experts (VQ records through lookup tables from the store, or dense matrices for a checkpoint) on
  * the normed tokens — or, for a latent MoE, on their projection to the latent width; the shared
  * experts on the normed tokens. Results are summed in selection order afterwards, so the order in
@@ -73,8 +79,14 @@ export function moe(h: MoeHost, L: number, w: MoeWeights, T: number, s: MoeScrat
   const { experts: E, topK: K, renormalize, routedScale } = h.moe;
   const k = h.kernels;
   k.matmul(w.router, s.norm, s.router, T);
-  for (let t = 0; t < T; t++)
-    k.moeRoute(s.router.subarray(t * E, (t + 1) * E), w.bias, E, K, s.route.subarray(t * K, (t + 1) * K), s.routeW.subarray(t * K, (t + 1) * K), renormalize, routedScale);
+  if (w.routerBias) for (let t = 0; t < T; t++) k.add(s.router.subarray(t * E, (t + 1) * E), w.routerBias, E);
+  for (let t = 0; t < T; t++) {
+    const logits = s.router.subarray(t * E, (t + 1) * E);
+    const ids = s.route.subarray(t * K, (t + 1) * K);
+    const weights = s.routeW.subarray(t * K, (t + 1) * K);
+    if (h.router) route(h.router, logits, ids, weights, w.bias);
+    else k.moeRoute(logits, w.bias, E, K, ids, weights, renormalize, routedScale);
+  }
   if (h.routeOverride)
     for (let t = 0; t < T; t++) {
       const forced = h.routeOverride(L, t);
@@ -262,6 +274,7 @@ function guess(h: MoeHost, store: ExpertStore, layer: number, depth: number, w: 
   const n = Math.min(store.lookahead, E, 64);
   if (sn !== s) sn.norm.set(s.norm.subarray(0, T * H));
   h.kernels.matmul(w.router, sn.norm, sn.router, T);
+  if (w.routerBias) for (let t = 0; t < T; t++) h.kernels.add(sn.router.subarray(t * E, (t + 1) * E), w.routerBias, E);
   if (T === 1) {
     h.kernels.moeRoute(sn.router.subarray(0, E), w.bias, E, n, sn.lookIds, sn.lookW, false, 1);
     store.prefetch(layer, [...sn.lookIds.subarray(0, n)], depth);
