@@ -1,13 +1,13 @@
 /**
  * Batched decoding: several sequences advanced in one forward step (rows of shared chunks) get
  * logits bit-identical to what each gets alone, whatever the batch — sequences of different
- * lengths, joining with a prompt mid-stream, leaving — on both architectures.
+ * lengths, joining with a prompt mid-stream, leaving — on every family.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Model, type OpenOptions } from '../src/api/model.js';
 import type { SequenceState } from '../src/model/architecture.js';
-import { copyContainer, sameBits, synth } from './helpers.js';
+import { copyContainer, familyTinyShapes, sameBits, synth } from './helpers.js';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { WasteError } from '../src/util/errors.js';
@@ -72,7 +72,7 @@ function sameRuns(a: Float32Array[][], b: Float32Array[][]): void {
 }
 
 describe('a batched step is each sequence alone, bit for bit', () => {
-  for (const shape of ['tiny', 'k3-tiny'] as const) {
+  for (const shape of ['tiny', 'k3-tiny', ...familyTinyShapes()]) {
     const dir = synth({ shape, seed: 5 }, `batch-${shape}`);
     for (const chunk of [4, 64])
       it(`${shape}, chunk ${chunk}: different lengths, a prompt joining mid-stream, a sequence leaving`, async () => {

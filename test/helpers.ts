@@ -5,7 +5,7 @@ import * as path from 'node:path';
 import { after, before } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { type CheckpointOptions, writeSyntheticCheckpoint } from '../src/synth/checkpoint.js';
-import { writeSyntheticContainer, type SynthOptions } from '../src/synth/synth.js';
+import { synthShapes, writeSyntheticContainer, type SynthOptions } from '../src/synth/synth.js';
 import { k3Specials } from '../src/model/kimi/synth.js';
 import { synthVocabulary } from '../src/synth/tokenizer.js';
 import { parseRanks, rankFileText } from '../src/tokenizer/ranks.js';
@@ -149,4 +149,11 @@ export function kernelsOn1To3Threads(arena: Arena): { w1: WasmKernels; w2: WasmK
     await Promise.all([k.w1.close(), k.w2.close(), k.w3.close()]);
   });
   return k;
+}
+
+/** The small synthetic shape of every family beyond Kimi (its `*-tiny`), for the tests every family must pass. */
+export function familyTinyShapes(): string[] {
+  return synthShapes()
+    .filter((f) => !f.families.some((a) => a.startsWith('kimi')))
+    .flatMap((f) => f.shapes.filter((s) => s.endsWith('-tiny')));
 }
