@@ -36,7 +36,9 @@ const SHAPES: Record<string, JsonObject> = {
     mlp_only_layers: [0],
     max_position_embeddings: 4096,
   },
-  // the releases' real widths (use --layers and --experts to fit a disk)
+  // the releases' real widths (use --layers and --experts to fit a disk), from their config.json
+  // (30B-A3B and 235B-A22B as the slime project's model scripts restate them; 480B's experts from
+  // its parameter count: 62 layers × 160 × 3 × 6144 × 2560 ≈ 468 B)
   'qwen3-30b-a3b': {
     vocab_size: 151936,
     hidden_size: 2048,
@@ -63,6 +65,19 @@ const SHAPES: Record<string, JsonObject> = {
     num_experts_per_tok: 8,
     max_position_embeddings: 40960,
   },
+  'qwen3-coder-480b-a35b': {
+    vocab_size: 151936,
+    hidden_size: 6144,
+    num_hidden_layers: 62,
+    num_attention_heads: 96,
+    num_key_value_heads: 8,
+    head_dim: 128,
+    intermediate_size: 8192,
+    moe_intermediate_size: 2560,
+    num_experts: 160,
+    num_experts_per_tok: 8,
+    max_position_embeddings: 262144,
+  },
 };
 
 function qwen3Config(shape: string, o: SynthShapeOptions): JsonObject {
@@ -81,7 +96,7 @@ function qwen3Config(shape: string, o: SynthShapeOptions): JsonObject {
 /** Qwen3-MoE's synthetic models. */
 export const qwen3MoeSynth: FamilySynth<TransformerConfig> = {
   shapes: Object.keys(SHAPES),
-  realShapes: ['qwen3-30b-a3b', 'qwen3-235b-a22b'],
+  realShapes: ['qwen3-30b-a3b', 'qwen3-235b-a22b', 'qwen3-coder-480b-a35b'],
   config: qwen3Config,
   prefix: () => '',
   tensors: (cfg) => transformerTensors(cfg, QWEN3_MOE_NAMES),
