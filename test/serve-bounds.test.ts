@@ -284,7 +284,7 @@ describe('the event loop during costly requests', HANG, () => {
   after(() => server.close());
 
   /** Ask /health, one after another, until `costly` is answered: the answers that came while it was in `phase`. */
-  async function healthDuring(costly: Promise<{ status: number; body: any }>, phase: 'compiling' | 'parsing'): Promise<{ during: number; answer: { status: number; body: any } }> {
+  async function healthDuring(costly: Promise<{ status: number; body: any }>, phase: 'compiling' | 'parsing' | 'rendering'): Promise<{ during: number; answer: { status: number; body: any } }> {
     let answered: { status: number; body: any } | undefined;
     const settled = costly.then((a) => (answered = a));
     let during = 0;
@@ -309,6 +309,21 @@ describe('the event loop during costly requests', HANG, () => {
     const { during, answer } = await healthDuring(costly, 'compiling');
     assert.equal(answer.status, 200, JSON.stringify(answer.body).slice(0, 300));
     assert.ok(during > 0, 'no /health answer came while the tools compiled');
+  });
+
+  it('a conversation of megabytes is rendered and tokenized on a thread of its own: /health is answered meanwhile, and the prompt is what rendering it here gives', async () => {
+    // 6 MB of words: seconds of tokenizing, which on the server's thread would stall every request
+    const text = Array.from({ length: 900_000 }, (_, i) => ['whale', 'sea', 'ship', 'the', 'of'][i % 5]).join(' ');
+    const body = { messages: [{ role: 'user', content: text }], max_tokens: 1 };
+    const costly = post(`${server.url}/v1/chat/completions`, body);
+    const { during, answer } = await healthDuring(costly, 'rendering');
+    // the demo's context is far shorter: the refusal names the count the thread rendered
+    assert.equal(answer.status, 400);
+    assert.equal(answer.body.error.code, 'context_length_exceeded');
+    const n = Number(/the conversation is (\d+) tokens/.exec(answer.body.error.message)?.[1]);
+    const here = server.host.model.chatFormat().encode(server.host.model.tokenizer(), [{ role: 'user', content: text }], {}).length;
+    assert.equal(n, here, 'the thread renders the ids rendering on the server thread gives');
+    assert.ok(during > 0, 'no /health answer came while the conversation was rendered');
   });
 
   it('a body of 3.9 million token ids is walked in slices and refused by its length before its ids are checked', async () => {

@@ -48,6 +48,16 @@ export function fromClient<T>(param: string | null, run: () => T, codes: readonl
   }
 }
 
+/** fromClient for work that is awaited. */
+export async function fromClientAsync<T>(param: string | null, run: () => Promise<T>, codes: readonly WasteErrorCode[] = ['E_ARG'], prefix = ''): Promise<T> {
+  try {
+    return await run();
+  } catch (e) {
+    if (e instanceof WasteError && codes.includes(e.code)) throw badRequest(`${prefix}${e.message}`, param);
+    throw e;
+  }
+}
+
 export function openaiErrorBody(e: ApiError): unknown {
   return { error: { message: e.message, type: e.type, param: e.param, code: e.code } };
 }

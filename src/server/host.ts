@@ -11,14 +11,15 @@ import { replyReader } from '../chat/reply-reader.js';
 import { ReplyStream } from '../generate/reply-stream.js';
 import { type SamplingOptions, Sampler } from '../generate/sampler.js';
 import type { Session, SessionSnapshot } from '../api/session.js';
-import { type ChatMessage, type ToolCall, encodeSegments, messageImages } from '../chat/format.js';
+import { type ChatMessage, type EncodeOptions, type ToolCall, encodeSegments, messageImages } from '../chat/format.js';
 import { type ImageRows, countPads, expandPads } from '../model/media.js';
 import { markerIds } from '../chat/xtml/format.js';
 import { linkedAbort } from '../util/abort.js';
 import { relay } from '../util/relay.js';
 import { newCallId } from './call-ids.js';
 import { type ToolDecl, turnConstraint } from '../chat/tool-grammar.js';
-import { ApiError, badRequest, fromClient } from './errors.js';
+import { ApiError, badRequest, fromClient, fromClientAsync } from './errors.js';
+import { PromptThread } from './prompt-thread.js';
 import { promptOptions } from './prompt-options.js';
 import { FairQueue } from './queue.js';
 import { Gate } from './gate.js';
@@ -135,6 +136,9 @@ export interface HostOptions {
  * already consumed a prefix of it (the conversation so far), only the rest is fed — the logits are
  * the same either way, so this changes speed, never the answer.
  */
+/** Conversations with more characters of text than this are rendered off the server's thread (below it, tokenizing takes milliseconds). */
+const THREAD_CHARS = 256 * 1024;
+
 export class Host {
   readonly queue: FairQueue;
   /** The sessions, with when each was last used (a clock of turns) and whether a turn runs on it. */
@@ -148,6 +152,8 @@ export class Host {
   /** Request bodies being parsed, and requests whose schemas are being compiled, now. */
   parsing = 0;
   compiling = 0;
+  /** Large conversations are rendered and tokenized on a thread of their own (made at the first). */
+  private promptThread: PromptThread | undefined;
 
   constructor(
     readonly model: Model,
@@ -235,12 +241,17 @@ export class Host {
    * Render a turn's prompt: the ids (each image's placeholder repeated once per row of it), and
    * whether the reply starts inside the reasoning block.
    */
-  private prompt(req: TurnRequest): { ids: number[]; reasoningFirst: boolean } {
+  private async prompt(req: TurnRequest): Promise<{ ids: number[]; reasoningFirst: boolean }> {
     const format = this.model.chatFormat();
     const tok = this.model.tokenizer();
     const opts = promptOptions(req, format);
     // the template refusing or mangling this conversation is about the conversation
-    const rendered = fromClient('messages', () => format.encode(tok, req.messages, opts), ['E_UNSUPPORTED', 'E_FORMAT']);
+    const codes = ['E_UNSUPPORTED', 'E_FORMAT'] as const;
+    const chars = req.messages.reduce((a, m) => a + m.content.length + (m.reasoning?.length ?? 0), 0);
+    const rendered =
+      chars > THREAD_CHARS
+        ? await fromClientAsync('messages', () => this.renderOnThread(req.messages, opts), codes)
+        : fromClient('messages', () => format.encode(tok, req.messages, opts), [...codes]);
     const images = messageImages<ImageCount>(req.messages);
     const token = this.model.vision?.mediaToken;
     let ids = rendered;
@@ -251,6 +262,20 @@ export class Host {
     }
     return { ids, reasoningFirst: replyReader(format, tok, ids, { tools: false }).startsInReasoning };
   }
+
+  /** A large conversation rendered on the prompt thread (the same tokenizer and format, loaded there). */
+  private async renderOnThread(messages: ChatMessage[], opts: EncodeOptions): Promise<number[]> {
+    this.promptThread ??= new PromptThread({ dir: this.model.dir, native: this.model.arch.chatFormat, modelVocab: this.model.config.vocab });
+    this.rendering++;
+    try {
+      return await this.promptThread.encode(messages, opts);
+    } finally {
+      this.rendering--;
+    }
+  }
+
+  /** Conversations being rendered on the prompt thread now. */
+  rendering = 0;
 
   /**
    * A request's sampling options against this model and the library's sampler: a 400 now, before
@@ -269,7 +294,7 @@ export class Host {
    * refuse, in the same order: a conversation longer than the context, then its schemas.
    */
   async countTokens(req: TurnRequest, signal?: AbortSignal): Promise<number> {
-    const n = this.prompt(req).ids.length;
+    const n = (await this.prompt(req)).ids.length;
     this.checkFits(n);
     await this.schemas(req, signal);
     return n;
@@ -298,7 +323,7 @@ export class Host {
   async prepareChoices(req: TurnRequest, n: number, signal?: AbortSignal): Promise<PreparedTurn[]> {
     const choices = Array.from({ length: n }, (_, i) => ({ ...req, sampling: choiceSampling(req.sampling, i) }));
     for (const c of choices) this.checkSampling(c.sampling);
-    const { ids, reasoningFirst } = this.prompt(req);
+    const { ids, reasoningFirst } = await this.prompt(req);
     // before any schema is compiled: a conversation that cannot run costs no more than its tokenizing
     this.checkFits(ids.length);
     const schemas = await this.schemas(req, signal);
@@ -505,6 +530,7 @@ export class Host {
     for (const p of this.pool) p.session.close();
     this.pool = [];
     await this.images.close();
+    await this.promptThread?.close();
     return this.model.close();
   }
 }

@@ -238,6 +238,7 @@ export function createApp(
         max_body_bytes: bodies.max,
         parsing: host.parsing,
         compiling: host.compiling,
+        rendering: host.rendering,
         waiting: host.work.waiting,
         compiles: host.work.slots,
         ...(opts.connections ? { connections: opts.connections().open, max_connections: opts.connections().max } : {}),
