@@ -260,6 +260,8 @@ describe('what a request may cost', HANG, () => {
       sample();
       const runs = [0, 1, 2].map((i) => host.prepare(turn(i)));
       const settled = Promise.allSettled(runs);
+      // each renders its prompt first (a promise, settled within microtasks: nothing else runs meanwhile)
+      for (let i = 0; i < 20 && host.work.active + host.work.waiting < 3; i++) await Promise.resolve();
       assert.equal(host.work.active, 1);
       assert.equal(host.work.waiting, 2);
       const done = await settled;
