@@ -178,4 +178,70 @@ export const GOLDEN_CASES: GoldenCase[] = [
     ids: [3, 77, 160, 160, 21, 300, 8, 45, 2, 90, 111, 250, 6, 318, 12, 40],
     tolerance: 2e-5,
   },
+  {
+    // Mixtral as released: GQA 2:1, no biases or q/k norms, RoPE θ 1e6, no window, a softmax
+    // router whose top 2 of 8 are always renormalised, experts w1 (gate) / w3 (up) / w2 (down)
+    name: 'mixtral-checkpoint',
+    checkpoint: { shape: 'mixtral-tiny', seed: 9, shards: 2 },
+    ids: [12, 301, 7, 7, 88, 160, 2, 250, 99, 41, 5, 319, 0, 210],
+    tolerance: 2e-5,
+  },
+  {
+    // Mixtral's other settings: a sliding window of 4 shorter than the ids, one kv head (MQA), a
+    // head_dim of 24 that is not hidden/heads, the head tied to the embedding, top 3 of 5
+    // renormalised, an expert width of 40, θ 5000
+    name: 'mixtral-awkward',
+    checkpoint: {
+      shape: 'mixtral-tiny',
+      seed: 10,
+      layers: 3,
+      experts: 5,
+      config: {
+        vocab_size: 333,
+        intermediate_size: 40,
+        num_key_value_heads: 1,
+        head_dim: 24,
+        sliding_window: 4,
+        tie_word_embeddings: true,
+        num_experts_per_tok: 3,
+        rope_theta: 5000,
+      },
+    },
+    ids: [3, 77, 160, 160, 21, 300, 8, 45, 2, 90, 111, 250, 6, 332, 12, 40],
+    tolerance: 2e-5,
+  },
+  {
+    // OLMoE as released: MHA, q/k RMSNorm over the whole projections, no clip, RoPE θ 10000, a
+    // softmax router whose top 4 of 16 are NOT renormalised
+    name: 'olmoe-checkpoint',
+    checkpoint: { shape: 'olmoe-tiny', seed: 11, shards: 2 },
+    ids: [19, 302, 6, 6, 70, 130, 1, 255, 98, 43, 8, 318, 0, 205],
+    tolerance: 2e-5,
+  },
+  {
+    // OLMoE's other settings: clip_qkv 0.5 (clamping many q, k and v entries), every projection
+    // biased, GQA 2:1 (HF allows it; llama.cpp assumes MHA), the head tied to the embedding, a
+    // head_dim of 18, top 3 of 7 renormalised (norm_topk_prob), θ 5000
+    name: 'olmoe-awkward',
+    checkpoint: {
+      shape: 'olmoe-tiny',
+      seed: 12,
+      layers: 3,
+      experts: 7,
+      config: {
+        vocab_size: 333,
+        hidden_size: 72,
+        intermediate_size: 40,
+        num_key_value_heads: 2,
+        clip_qkv: 0.5,
+        attention_bias: true,
+        tie_word_embeddings: true,
+        num_experts_per_tok: 3,
+        norm_topk_prob: true,
+        rope_theta: 5000,
+      },
+    },
+    ids: [4, 76, 161, 161, 22, 301, 9, 44, 3, 91, 110, 251, 7, 331, 13, 41],
+    tolerance: 2e-5,
+  },
 ];
