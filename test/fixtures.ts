@@ -244,4 +244,43 @@ export const GOLDEN_CASES: GoldenCase[] = [
     ids: [4, 76, 161, 161, 22, 301, 9, 44, 3, 91, 110, 251, 7, 331, 13, 41],
     tolerance: 2e-5,
   },
+  {
+    // gpt-oss as released: experts stacked per layer in MXFP4 (gate and up rows interleaved) with
+    // biases, a router with a bias (softmax over its top 2 of 8), q/k/v/o biases, a sink per head,
+    // windows of 4 on even layers and full attention on odd ones, YaRN (factor 32, truncate false)
+    name: 'gpt-oss-checkpoint',
+    checkpoint: { shape: 'gpt-oss-tiny', seed: 9, shards: 2 },
+    ids: [17, 300, 5, 5, 64, 128, 1, 250, 99, 42, 7, 319, 0, 200],
+    tolerance: 2e-5,
+  },
+  {
+    // gpt-oss's other settings: experts stacked as bf16 [E, in, out] (HF's parameter layout) at
+    // widths MXFP4 cannot hold, a swiglu_limit of 0.5 that clamps, one kv head (MQA), head_dim 24,
+    // the head tied, layer types out of the default order with a window of 3, top 3 of 5, YaRN
+    // with its own factor and βs (truncate false), θ 5000
+    name: 'gpt-oss-awkward',
+    checkpoint: {
+      shape: 'gpt-oss-tiny',
+      seed: 10,
+      layers: 5,
+      experts: 5,
+      config: {
+        _experts: 'bf16',
+        hidden_size: 40,
+        intermediate_size: 24,
+        num_attention_heads: 3,
+        num_key_value_heads: 1,
+        head_dim: 24,
+        tie_word_embeddings: true,
+        swiglu_limit: 0.5,
+        sliding_window: 3,
+        layer_types: ['full_attention', 'sliding_attention', 'sliding_attention', 'full_attention', 'sliding_attention'],
+        num_experts_per_tok: 3,
+        rope_theta: 5000,
+        rope_scaling: { rope_type: 'yarn', factor: 8.0, beta_fast: 16.0, beta_slow: 2.0, truncate: false, original_max_position_embeddings: 64 },
+      },
+    },
+    ids: [3, 77, 160, 160, 21, 300, 8, 45, 2, 90, 111, 250, 6, 318, 12, 40],
+    tolerance: 2e-5,
+  },
 ];
