@@ -10,7 +10,7 @@ const YARN_DEFAULT = { rope_type: 'yarn', factor: 32.0, beta_fast: 32.0, beta_sl
 
 /**
  * gpt-oss's config (`gpt_oss`: gpt-oss-20b, gpt-oss-120b), every key bounded, HF's class defaults
- * where a key is absent. GQA with biases on q/k/v/o (`attention_bias`, default true), a learned
+ * where a key is absent and the default is both releases' value (`num_local_experts` is required). GQA with biases on q/k/v/o (`attention_bias`, default true), a learned
  * sink logit per head in every softmax, each layer's window from `layer_types` (sliding_attention:
  * `sliding_window`, full_attention: every position; default sliding on even layers), YaRN RoPE
  * (θ 150000, factor 32, β 32/1, truncate false), every layer MoE: a router with a bias whose top
@@ -30,7 +30,8 @@ export function parseGptOssConfig(cfg: Fields): TransformerConfig {
   if (heads % kvHeads) throw new WasteError('E_FORMAT', `${cfg.file}: num_attention_heads (${heads}) must be a multiple of num_key_value_heads (${kvHeads})`);
   const headDim = cfg.int('head_dim', 2, 1024, 64);
   const eps = cfg.num('rms_norm_eps', 0, 1, 1e-5, true);
-  const experts = cfg.int('num_local_experts', 1, 65536, 128);
+  // HF's default (128) is the 120b's, not the 20b's (32): required by name
+  const experts = cfg.int('num_local_experts', 1, 65536);
   const topK = cfg.int('num_experts_per_tok', 1, experts, Math.min(4, experts));
   const inter = cfg.int('intermediate_size', 1, BIG);
   const limit = cfg.num('swiglu_limit', 0, 1e6, 7.0, true);
