@@ -274,7 +274,8 @@ export class Conversion {
       ),
       trunk: state.trunk,
     };
-    writeManifest(dir, manifest, plan.layers.length ? [TRUNK, CODEBOOKS] : [TRUNK]);
+    // the tokenizer and chat files are checksummed too: a valid but altered specials.json would change every prompt
+    writeManifest(dir, manifest, [TRUNK, ...(plan.layers.length ? [CODEBOOKS] : []), ...small]);
     const keep = new Set(['manifest.json', STATE_FILE, TRUNK, ...small, ...plan.layers.map((l) => `experts-L${l.layer}.bin`)]);
     if (plan.layers.length) keep.add(CODEBOOKS);
     job.prune(keep);
