@@ -1,4 +1,5 @@
 import { WasteError } from '../util/errors.js';
+import { FP8_BLOCK, decodeFp8 } from './fp8.js';
 import { MXFP4_GROUP, decodeMxfp4 } from './mxfp4.js';
 import type { SafetensorsSet } from './safetensors.js';
 
@@ -10,6 +11,8 @@ export interface CheckpointTensor {
   /** Bytes it takes in the checkpoint (both halves of an MXFP4 pair). */
   sourceBytes: number;
   mxfp4: boolean;
+  /** An F8_E4M3 matrix with its 128 × 128 block scales (`…weight_scale_inv`, F32). */
+  fp8?: boolean;
 }
 
 /**
@@ -34,6 +37,21 @@ export class CheckpointWeights {
         continue;
       }
       const name = full.slice(prefix.length);
+      if (name.endsWith('.weight_scale_inv')) {
+        if (!st.has(full.slice(0, -'_scale_inv'.length))) throw new WasteError('E_FORMAT', `the checkpoint has ${full} but not ${full.slice(0, -'_scale_inv'.length)}`);
+        continue;
+      }
+      const t8 = st.info(full);
+      if (t8.dtype === 'F8_E4M3') {
+        const scaleName = `${full}_scale_inv`;
+        if (!st.has(scaleName)) throw new WasteError('E_FORMAT', `the checkpoint has ${full} stored as F8_E4M3 but not ${scaleName}`);
+        const scale = st.info(scaleName);
+        const [rows, cols] = t8.shape;
+        if (t8.shape.length !== 2 || scale.dtype !== 'F32' || scale.shape.length !== 2 || scale.shape[0] !== Math.ceil(rows / FP8_BLOCK) || scale.shape[1] !== Math.ceil(cols / FP8_BLOCK))
+          throw new WasteError('E_FORMAT', `${full} [${t8.shape}] F8_E4M3 and ${scaleName} [${scale.shape}] ${scale.dtype} are not an FP8 matrix with 128 × 128 block scales (F32 [⌈R/128⌉, ⌈C/128⌉])`);
+        this.logical.set(name, { name, shape: [rows, cols], sourceBytes: t8.bytes + scale.bytes, mxfp4: false, fp8: true });
+        continue;
+      }
       const m = /^(.*)\.weight_(packed|scale)$/.exec(name);
       if (!m) {
         const t = st.info(full);
@@ -83,6 +101,7 @@ export class CheckpointWeights {
   /** Rows [row0, row0 + n) as f32 (decoded exactly when packed) into `out`. */
   readRows(name: string, row0: number, n: number, out: Float32Array): void {
     const t = this.info(name);
+    if (t.fp8) return this.readFp8(name, t.shape[1], row0, n, out);
     if (!t.mxfp4) return this.st.readRows(this.prefix + name, row0, n, out);
     const cols = t.shape[1];
     const base = this.prefix + name.slice(0, -'.weight'.length);
@@ -91,6 +110,22 @@ export class CheckpointWeights {
     this.st.readBytes(`${base}.weight_packed`, row0, n, this.bytes);
     this.st.readBytes(`${base}.weight_scale`, row0, n, this.scales);
     decodeMxfp4(this.bytes, this.scales, n, cols, out, `the checkpoint's ${base}.weight_packed`, row0);
+  }
+
+  private fp8Scales = new Float32Array(0);
+
+  /** Rows of an FP8 matrix, decoded exactly (each value times its block's scale, rounded to f32 once). */
+  private readFp8(name: string, cols: number, row0: number, n: number, out: Float32Array): void {
+    if (n <= 0) return;
+    const full = this.prefix + name;
+    if (this.bytes.length < n * cols) this.bytes = new Uint8Array(n * cols);
+    this.st.readBytes(full, row0, n, this.bytes);
+    const sc = Math.ceil(cols / FP8_BLOCK);
+    const b0 = Math.floor(row0 / FP8_BLOCK);
+    const nb = Math.floor((row0 + n - 1) / FP8_BLOCK) - b0 + 1;
+    if (this.fp8Scales.length < nb * sc) this.fp8Scales = new Float32Array(nb * sc);
+    this.st.readRows(`${full}_scale_inv`, b0, nb, this.fp8Scales);
+    decodeFp8(this.bytes, this.fp8Scales, row0, n, cols, out, `the checkpoint's ${full}`);
   }
 
   /** The whole tensor as f32. */

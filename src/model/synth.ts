@@ -42,6 +42,8 @@ export interface SynthCheckpoint {
   prefix: string;
   /** How routed experts are stored: bf16 matrices, or compressed-tensors MXFP4 (K3's release). */
   experts: 'bf16' | 'mxfp4-packed';
+  /** The matrices stored as FP8 E4M3 with 128 × 128 block scales (`…weight_scale_inv`), as DeepSeek-V3 releases them; absent: none. */
+  fp8?: (name: string) => boolean;
   /** Tensors outside the language model. */
   extra: Iterable<SynthExtraTensor>;
   /** Small files beside the weights, by name (JSON already serialized). */

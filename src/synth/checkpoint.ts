@@ -1,5 +1,6 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import { encodeFp8 } from '../checkpoint/fp8.js';
 import { encodeMxfp4 } from '../checkpoint/mxfp4.js';
 import { type RawTensor, toBf16, writeSafetensors } from '../checkpoint/write.js';
 import type { ModelConfig } from '../core/model-config.js';
@@ -51,6 +52,10 @@ export function writeSyntheticCheckpoint(dir: string, opts: CheckpointOptions = 
       const base = name.replace(/\.weight$/, '');
       tensors.push({ name: `${base}.weight_packed`, dtype: 'U8', shape: [rows, cols / 2], data: packed });
       tensors.push({ name: `${base}.weight_scale`, dtype: 'U8', shape: [rows, cols / 32], data: scales });
+    } else if (form.fp8?.(name.slice(prefix.length))) {
+      const { bytes, scales } = encodeFp8(v, rows, cols);
+      tensors.push({ name, dtype: 'F8_E4M3', shape: [rows, cols], data: bytes });
+      tensors.push({ name: `${name}_scale_inv`, dtype: 'F32', shape: [Math.ceil(rows / 128), Math.ceil(cols / 128)], data: new Uint8Array(scales.buffer) });
     } else tensors.push({ name, dtype: 'BF16', shape: [rows, cols], data: toBf16(v) });
   };
   const vector = (name: string, shape: number[], lo: number, hi: number, valid = Infinity) => {

@@ -1,5 +1,6 @@
 import type { Tensor } from '../../container/tensor.js';
 import type { Kernels } from '../../kernels/types.js';
+import type { Rope } from './rope.js';
 
 /** The working buffers MLA uses ([T][…] rows of the chunk in flight, and per-head scratch). */
 export interface MlaScratch {
@@ -35,13 +36,19 @@ export interface MlaWeights {
   oProj: Tensor;
 }
 
+/** DeepSeek-V3's decoupled RoPE: the last qk_rope dims of each head's query and the shared k_pe rotated to the token's position (rotated before caching), and the softmax scale. */
+export interface MlaRope {
+  rope: Rope;
+  scale: number;
+}
+
 /**
- * Multi-head latent attention without RoPE over the T normed tokens in `s.norm` (output in
+ * Multi-head latent attention (without RoPE unless `dr` is given, as in Kimi) over the T normed tokens in `s.norm` (output in
  * `s.out`), caching only the normalised latent and k_pe; kv_b absorbed into the query and output.
  * One sequence's cache and its first row's position, or each row's (a batched step: rows of
  * different sequences, each attending over its own cache).
  */
-export function mla(k: Kernels, c: MlaShape, eps: number, w: MlaWeights, caches: Float32Array | readonly Float32Array[], pos0: number | readonly number[], T: number, s: MlaScratch): void {
+export function mla(k: Kernels, c: MlaShape, eps: number, w: MlaWeights, caches: Float32Array | readonly Float32Array[], pos0: number | readonly number[], T: number, s: MlaScratch, dr?: MlaRope): void {
   const { heads: NH, kvLoraRank: kvl, qkNope: nope, qkRope: rope, vHead: vh } = c;
   const qd = nope + rope;
   const latd = kvl + rope;
@@ -64,6 +71,10 @@ export function mla(k: Kernels, c: MlaShape, eps: number, w: MlaWeights, caches:
     // The C engine and vLLM normalise the latent with the model's rms_norm_eps; HF's default is 1e-6.
     k.rmsnorm(ckv, w.kvNorm, eps, cache, kvl, 0, pos * latd);
     cache.set(ckv.subarray(kvl, latd), pos * latd + kvl);
+    if (dr) {
+      dr.rope.apply(s.q, t * NH * qd + nope, NH, qd, pos);
+      dr.rope.apply(cache, pos * latd + kvl, 1, rope, pos);
+    }
     k.mlaHeads({
       kvB: w.kvB,
       q: s.q.subarray(t * NH * qd, (t + 1) * NH * qd),
@@ -74,7 +85,7 @@ export function mla(k: Kernels, c: MlaShape, eps: number, w: MlaWeights, caches:
       kvl,
       cache,
       n: pos + 1,
-      scale: 1 / Math.sqrt(qd),
+      scale: dr ? dr.scale : 1 / Math.sqrt(qd),
       qLat: s.qLat,
       scores: s.scores,
       ctx: s.ctx,
