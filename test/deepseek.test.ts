@@ -1,0 +1,95 @@
+/**
+ * DeepSeek-V3's config (src/model/deepseek/config.ts) refuses what it does not compute, by name;
+ * FP8 E4M3 (src/checkpoint/fp8.ts) decodes every code exactly; a checkpoint's MTP layer is left
+ * out of a conversion. The forward pass is checked against the float64 reference by the goldens
+ * (test/fixtures.ts) and by test/families.test.ts.
+ */
+import assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { describe, it } from 'node:test';
+import { E4M3, decodeFp8, encodeE4M3, encodeFp8 } from '../src/checkpoint/fp8.js';
+import { convert } from '../src/convert/convert.js';
+import { parseDeepseekConfig } from '../src/model/deepseek/config.js';
+import { parseModelConfig } from '../src/model/registry.js';
+import { synthConfig } from '../src/synth/synth.js';
+import { Fields, type JsonObject } from '../src/util/fields.js';
+import { checkpoint, tmpDir } from './helpers.js';
+
+const base = () => synthConfig({ shape: 'deepseek-v3-tiny' });
+const parse = (over: JsonObject) => parseDeepseekConfig(Fields.root('config.json', { ...base(), ...over }));
+const refused = (over: JsonObject, re: RegExp) => assert.throws(() => parse(over), (e: Error) => re.test(e.message));
+
+describe('DeepSeek-V3 config', () => {
+  it('DeepSeek-V3.2 is refused by name (model_type, or the indexer keys)', () => {
+    assert.throws(() => parseModelConfig(Fields.root('config.json', { ...base(), model_type: 'deepseek_v32' })), /DeepSeek-V3\.2.*lightning indexer/);
+    refused({ index_topk: 2048 }, /DeepSeek-V3\.2.*index_topk/);
+  });
+
+  it('q_lora_rank is required (null: one q_proj); absent would be HF 1536', () => {
+    const c = { ...base() };
+    delete c.q_lora_rank;
+    assert.throws(() => parseDeepseekConfig(Fields.root('config.json', c)), /q_lora_rank is required/);
+    assert.equal(parse({ q_lora_rank: null }).mla.qLoraRank, 0);
+  });
+
+  it('refuses routers, biases and quantizations it does not compute', () => {
+    refused({ scoring_func: 'softmax' }, /scoring_func "softmax"/);
+    refused({ topk_method: 'greedy' }, /topk_method "greedy"/);
+    refused({ attention_bias: true }, /attention_bias/);
+    refused({ moe_layer_freq: 2 }, /moe_layer_freq/);
+    refused({ quantization_config: { quant_method: 'compressed-tensors' } }, /compressed-tensors/);
+    refused({ quantization_config: { quant_method: 'fp8', weight_block_size: [64, 64] } }, /weight_block_size/);
+    refused({ n_group: 3 }, /n_group/);
+    refused({ n_group: 16 }, /groups of at least 2/);
+    refused({ num_experts_per_tok: 9 }, /num_experts_per_tok/);
+    refused({ num_key_value_heads: 2 }, /num_key_value_heads/);
+    refused({ qk_rope_head_dim: 7 }, /qk_rope_head_dim/);
+  });
+
+  it('the softmax scale is (nope + rope)^-1/2 times mscale² under YaRN with mscale_all_dim', () => {
+    const c = parse({});
+    const m = 0.1 * Math.log(40) + 1;
+    assert.ok(Math.abs(c.scale / ((1 / Math.sqrt(24)) * m * m) - 1) < 1e-15);
+    assert.equal(parse({ rope_scaling: null }).scale, 1 / Math.sqrt(24));
+    const y = parse({}).rope.scaling;
+    assert.ok(y.type === 'yarn' && y.betaFast === 32 && y.betaSlow === 1 && y.attentionFactor === 1);
+    const k2 = parseModelConfig(Fields.root('config.json', synthConfig({ shape: 'kimi-k2-tiny' }))) as ReturnType<typeof parseDeepseekConfig>;
+    assert.ok(k2.rope.scaling.type === 'yarn' && k2.rope.scaling.betaFast === 1 && k2.rope.scaling.betaSlow === 1);
+    assert.equal(k2.rope.pairs, 'interleaved');
+  });
+});
+
+describe('FP8 E4M3 with 128 × 128 block scales', () => {
+  it('every code decodes to its value; 0x7F and 0xFF are not numbers; encoding finds the nearest', () => {
+    assert.equal(E4M3[0x7e], 448);
+    assert.equal(E4M3[0x01], 2 ** -9);
+    assert.equal(E4M3[0x38], 1);
+    assert.ok(Number.isNaN(E4M3[0x7f]) && Number.isNaN(E4M3[0xff]));
+    for (let b = 0; b < 256; b++) if (b !== 0x7f && b !== 0xff && b !== 0x80) assert.equal(encodeE4M3(E4M3[b]), b);
+    assert.throws(() => decodeFp8(new Uint8Array([0x7f]), new Float32Array([1]), 0, 1, 1, new Float32Array(1), 'w'), /not-a-number/);
+  });
+
+  it('a matrix of partial blocks round-trips through its scales within E4M3 precision', () => {
+    const R = 200;
+    const C = 130;
+    const v = Float32Array.from({ length: R * C }, (_, i) => Math.sin(i * 0.37) * (1 + (i % 7)));
+    const { bytes, scales } = encodeFp8(v, R, C);
+    assert.equal(scales.length, 4);
+    const out = new Float32Array(70 * C);
+    decodeFp8(bytes.subarray(120 * C, 190 * C), scales.subarray(0), 120, 70, C, out, 'w');
+    for (let i = 0; i < out.length; i++) assert.ok(Math.abs(out[i] - v[120 * C + i]) <= Math.abs(v[120 * C + i]) / 16 + 1e-6 * 448, `value ${i}`);
+  });
+});
+
+describe('DeepSeek-V3 checkpoints', () => {
+  it('the MTP layer is never read: a conversion leaves its tensors out', async () => {
+    const ck = checkpoint({ shape: 'deepseek-v3-tiny', seed: 3 }, 'ds-mtp');
+    const idx = JSON.parse(fs.readFileSync(path.join(ck, 'model.safetensors'), 'latin1').slice(8, 8 + 200000).split('}}')[0] + '}}');
+    assert.ok(Object.keys(idx).some((n) => n.startsWith('model.layers.3.')), 'the checkpoint has an MTP layer');
+    const out = path.join(tmpDir('ds-mtp-conv'), 'model');
+    await convert(ck, out, { threads: 1 });
+    const manifest = fs.readFileSync(path.join(out, 'manifest.json'), 'utf8');
+    assert.ok(!manifest.includes('model.layers.3.'), 'no MTP tensor in the container');
+  });
+});
