@@ -9,6 +9,9 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { describe, it } from 'node:test';
 import { E4M3, decodeFp8, encodeE4M3, encodeFp8 } from '../src/checkpoint/fp8.js';
+import { decodeInt4, encodeInt4 } from '../src/checkpoint/int4.js';
+import { measureQuality } from '../src/quality/quality.js';
+import { GOLDEN_CASES } from './fixtures.js';
 import { convert } from '../src/convert/convert.js';
 import { parseDeepseekConfig } from '../src/model/deepseek/config.js';
 import { parseModelConfig } from '../src/model/registry.js';
@@ -38,7 +41,12 @@ describe('DeepSeek-V3 config', () => {
     refused({ topk_method: 'greedy' }, /topk_method "greedy"/);
     refused({ attention_bias: true }, /attention_bias/);
     refused({ moe_layer_freq: 2 }, /moe_layer_freq/);
-    refused({ quantization_config: { quant_method: 'compressed-tensors' } }, /compressed-tensors/);
+    refused({ quantization_config: { quant_method: 'compressed-tensors', format: 'float-quantized' } }, /float-quantized/);
+    const int4 = (weights: JsonObject) => ({ quant_method: 'compressed-tensors', format: 'pack-quantized', config_groups: { group_0: { weights } } });
+    refused({ quantization_config: int4({ num_bits: 4, type: 'int', symmetric: false, strategy: 'group', group_size: 32 }) }, /symmetric INT4/);
+    refused({ quantization_config: int4({ num_bits: 8, type: 'int', symmetric: true, strategy: 'group', group_size: 32 }) }, /symmetric INT4/);
+    parse({ quantization_config: int4({ num_bits: 4, type: 'int', symmetric: true, strategy: 'group', group_size: 32 }) });
+    refused({ quantization_config: { quant_method: 'awq' } }, /awq/);
     refused({ quantization_config: { quant_method: 'fp8', weight_block_size: [64, 64] } }, /weight_block_size/);
     refused({ n_group: 3 }, /n_group/);
     refused({ n_group: 16 }, /groups of at least 2/);
@@ -79,6 +87,33 @@ describe('FP8 E4M3 with 128 × 128 block scales', () => {
     const out = new Float32Array(70 * C);
     decodeFp8(bytes.subarray(120 * C, 190 * C), scales.subarray(0), 120, 70, C, out, 'w');
     for (let i = 0; i < out.length; i++) assert.ok(Math.abs(out[i] - v[120 * C + i]) <= Math.abs(v[120 * C + i]) / 16 + 1e-6 * 448, `value ${i}`);
+  });
+});
+
+describe('INT4 pack-quantized (compressed-tensors)', () => {
+  it('eight values a word from bit 0, stored as q + 8, times the scale of their group of 32', () => {
+    const packed = new Uint8Array(4 * 8);
+    const dv = new DataView(packed.buffer);
+    // row of 64: column j holds (j mod 16) − 8
+    for (let j = 0; j < 64; j++) dv.setUint32(4 * (j >> 3), (dv.getUint32(4 * (j >> 3), true) | ((j % 16) << (4 * (j & 7)))) >>> 0, true);
+    const out = new Float32Array(64);
+    decodeInt4(packed, new Float32Array([0.5, 2]), 1, 64, 32, out);
+    for (let j = 0; j < 64; j++) assert.equal(out[j], ((j % 16) - 8) * (j < 32 ? 0.5 : 2));
+    const v = Float32Array.from({ length: 3 * 64 }, (_, i) => Math.cos(i));
+    const e = encodeInt4(v, 3, 64, 32);
+    const back = new Float32Array(v.length);
+    decodeInt4(e.packed, e.scales, 3, 64, 32, back);
+    for (let i = 0; i < v.length; i++) assert.ok(Math.abs(back[i] - v[i]) <= e.scales[Math.floor(i / 32)] / 2 + 1e-7, `value ${i}`);
+  });
+
+  it("K2-Thinking's form converts: its f32 reference and its container agree to the quantization's error", async () => {
+    const c = GOLDEN_CASES.find((g) => g.name === 'kimi-k2-thinking-checkpoint')!;
+    const ck = checkpoint({ ...c.checkpoint!, seed: 13 }, 'k2t');
+    const out = path.join(tmpDir('k2t-conv'), 'model');
+    await convert(ck, out, { threads: 1 });
+    const ids = Array.from({ length: 120 }, (_, i) => (i * 7919 + 13) % 256);
+    const q = await measureQuality(ck, out, ids, { ctx: 64 });
+    assert.ok(q.kl.mean < 0.05, `mean KL ${q.kl.mean}`);
   });
 });
 

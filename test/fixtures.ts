@@ -237,4 +237,33 @@ export const GOLDEN_CASES: GoldenCase[] = [
     ids: [9, 1, 250, 33, 33, 0, 299, 128, 64, 5, 7, 8],
     tolerance: 2e-6,
   },
+  {
+    // Kimi K2-Thinking's form: routed experts in compressed-tensors pack-quantized INT4 (symmetric,
+    // groups of 32, bf16 scales), the rest bf16; decoded exactly
+    name: 'kimi-k2-thinking-checkpoint',
+    checkpoint: {
+      shape: 'kimi-k2-tiny',
+      seed: 12,
+      config: {
+        q_lora_rank: 48,
+        quantization_config: {
+          quant_method: 'compressed-tensors',
+          format: 'pack-quantized',
+          config_groups: {
+            group_0: {
+              targets: ['Linear'],
+              weights: { num_bits: 4, type: 'int', symmetric: true, strategy: 'group', group_size: 32, dynamic: false, actorder: null, observer: 'minmax' },
+              input_activations: null,
+              output_activations: null,
+            },
+          },
+          ignore: ['lm_head', 're:.*self_attn.*', 're:.*shared_experts.*', 're:.*mlp\\.(gate|up|gate_up|down)_proj.*'],
+          kv_cache_scheme: null,
+          quantization_status: 'compressed',
+        },
+      },
+    },
+    ids: [4, 300, 17, 17, 250, 1, 99, 128, 64, 5, 210, 8],
+    tolerance: 2e-6,
+  },
 ];

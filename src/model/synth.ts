@@ -41,7 +41,7 @@ export interface SynthCheckpoint {
   /** Where the language model's tensors sit in the files. */
   prefix: string;
   /** How routed experts are stored: bf16 matrices, or compressed-tensors MXFP4 (K3's release). */
-  experts: 'bf16' | 'mxfp4-packed';
+  experts: 'bf16' | 'mxfp4-packed' | 'int4-pack-quantized';
   /** The matrices stored as FP8 E4M3 with 128 × 128 block scales (`…weight_scale_inv`), as DeepSeek-V3 releases them; absent: none. */
   fp8?: (name: string) => boolean;
   /** Tensors outside the language model. */

@@ -51,6 +51,27 @@ export function refuseV32(cfg: Fields): void {
 }
 
 /**
+ * Kimi K2-Thinking's quantization: compressed-tensors `pack-quantized`, every group's weights
+ * symmetric INT4 in groups along a row, activations unquantized. Which tensors are packed is read
+ * from the checkpoint (an I32 `weight_packed` with its scale and shape), so `ignore` and `targets`
+ * need no reading here.
+ */
+function checkInt4(qc: Fields): void {
+  const format = qc.str('format', undefined, 64);
+  if (format !== 'pack-quantized') throw unsupported(`${qc.file}: quantization_config.format "${format}" (of compressed-tensors, this build reads pack-quantized INT4)`);
+  const groups = qc.object('config_groups');
+  const keys = Object.keys(groups.obj);
+  if (!keys.length || keys.length > 16) throw groups.fail('config_groups', 'must name 1 to 16 groups');
+  for (const k of keys) {
+    const g = groups.object(k);
+    const w = g.object('weights');
+    const ok = w.int('num_bits', 1, 64) === 4 && w.str('type', undefined, 16) === 'int' && w.bool('symmetric', false) && w.str('strategy', undefined, 32) === 'group' && w.int('group_size', 1, 1 << 16) > 0;
+    if (!ok) throw unsupported(`${qc.file}: quantization_config.config_groups.${k}.weights (this build reads symmetric INT4 in groups)`);
+    if (g.given('input_activations')) throw unsupported(`${qc.file}: quantization_config.config_groups.${k}.input_activations (quantized activations)`);
+  }
+}
+
+/**
  * Parse a `deepseek_v3` / `kimi_k2` config, every key bounded. Keys whose absence would change what
  * runs and whose HF default is not every release's are required by name (`q_lora_rank`: null is one
  * q_proj, absent is HF's 1536); the others take DeepseekV3Config's defaults, which the releases state.
@@ -71,9 +92,10 @@ export function parseDeepseekConfig(cfg: Fields): DeepseekConfig {
   if (cfg.bool('attention_bias', false)) throw unsupported(`${cfg.file}: config.attention_bias true (no release has MLA biases)`);
   if (cfg.int('moe_layer_freq', 1, MAX_LAYERS, 1) !== 1) throw unsupported(`${cfg.file}: config.moe_layer_freq other than 1 (HF ignores it, DeepSeek's code does not)`);
   const qc = cfg.optionalObject('quantization_config');
-  if (qc) {
+  if (qc && qc.str('quant_method', 'fp8', 64) === 'compressed-tensors') checkInt4(qc);
+  else if (qc) {
     const method = qc.str('quant_method', 'fp8', 64);
-    if (method !== 'fp8') throw unsupported(`${cfg.file}: quantization_config.quant_method "${method}" (this build reads fp8 block-scaled checkpoints)`);
+    if (method !== 'fp8') throw unsupported(`${cfg.file}: quantization_config.quant_method "${method}" (this build reads fp8 block-scaled and compressed-tensors INT4 checkpoints)`);
     const fmt = qc.str('fmt', 'e4m3', 16);
     if (fmt !== 'e4m3') throw unsupported(`${cfg.file}: quantization_config.fmt "${fmt}" (only e4m3)`);
     const block = qc.intList('weight_block_size', 1, 1 << 16, 2) ?? [128, 128];

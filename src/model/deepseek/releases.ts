@@ -3,14 +3,14 @@ import type { KnownRelease } from '../release.js';
 const GiB = 2 ** 30;
 
 /**
- * DeepSeek-V3's and Kimi K2's releases, each in its released FP8 form (E4M3 with 128 × 128 block
- * scales inside the layers, bf16 embedding, head, norms and routers). Checkpoint and trunk bytes
+ * DeepSeek-V3's and Kimi K2's releases, each in its released form: FP8 (E4M3 with 128 × 128 block
+ * scales inside the layers, bf16 embedding, head, norms and routers), K2-Thinking's INT4 experts. Checkpoint and trunk bytes
  * computed from the configs in that form (the MTP layer's trunk counted: it is copied aside with
  * the trunk); shard counts as the repositories list them (a dry run of the full repository name
  * reads the real listing); container and floor measured on full-shape sparse synthetic containers
  * (`waste synth --shape deepseek-v3|kimi-k2 --sparse`, `waste plan --ctx 4096`).
- * Kimi K2-Thinking is not listed: it is released with INT4 (compressed-tensors) experts, which
- * this build does not read.
+ * Kimi K2-Thinking is released with its routed experts in compressed-tensors INT4 (groups of 32,
+ * bf16 scales) and the rest in bf16; its container and floor are Kimi K2's (the same widths).
  */
 export const DEEPSEEK_RELEASES: KnownRelease[] = [
   {
@@ -39,6 +39,16 @@ export const DEEPSEEK_RELEASES: KnownRelease[] = [
     checkpointBytes: 1029.2e9,
     shards: 62,
     trunkSourceBytes: 14.2e9,
+    containerBytes: 388.3e9,
+    floorBytes: 6.82 * GiB,
+    parameters: '1.03 T, 32 B active',
+  },
+  {
+    short: 'kimi-k2-thinking',
+    repo: 'moonshotai/Kimi-K2-Thinking',
+    checkpointBytes: 594.2e9,
+    shards: 62,
+    trunkSourceBytes: 23.5e9,
     containerBytes: 388.3e9,
     floorBytes: 6.82 * GiB,
     parameters: '1.03 T, 32 B active',

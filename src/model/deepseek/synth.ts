@@ -253,9 +253,9 @@ export const deepseekSynth: FamilySynth<DeepseekConfig> = {
   checkpoint: (flat) => ({
     config: flat,
     prefix: '',
-    experts: 'bf16',
+    experts: (flat.quantization_config as JsonObject | undefined)?.quant_method === 'compressed-tensors' ? 'int4-pack-quantized' : 'bf16',
     // as released: every linear weight inside the layers in FP8 blocks but the router
-    fp8: flat.quantization_config ? (name: string) => name.startsWith('model.layers.') && /(_proj|_mqa)\.weight$/.test(name) && !name.includes('.mlp.gate.') : undefined,
+    fp8: (flat.quantization_config as JsonObject | undefined)?.quant_method === 'fp8' ? (name: string) => name.startsWith('model.layers.') && /(_proj|_mqa)\.weight$/.test(name) && !name.includes('.mlp.gate.') : undefined,
     extra: { [Symbol.iterator]: () => mtpTensors(parseFlat(flat)) },
     files: {},
     chatTemplate: templateOf(flat),
