@@ -53,6 +53,7 @@ describe('DeepSeek-V3 config', () => {
     refused({ num_experts_per_tok: 9 }, /num_experts_per_tok/);
     refused({ num_key_value_heads: 2 }, /num_key_value_heads/);
     refused({ qk_rope_head_dim: 7 }, /qk_rope_head_dim/);
+    refused({ max_position_embeddings: 131072 }, /YaRN factor 40 is not max_position_embeddings/);
   });
 
   it('the softmax scale is (nope + rope)^-1/2 times mscale² under YaRN with mscale_all_dim', () => {

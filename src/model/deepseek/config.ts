@@ -122,6 +122,15 @@ export function parseDeepseekConfig(cfg: Fields): DeepseekConfig {
   if (heads * (mla.qkNope + mla.qkRope) > BIG || heads * (mla.qkNope + mla.vHead) > BIG) throw cfg.fail('num_attention_heads', `× head dims must be at most ${BIG}`);
   const rope = parseRope(cfg, mla.qkRope, { theta: 10000, pairs: cfg.bool('rope_interleave', true) ? 'interleaved' : 'half' });
   if (rope.dims !== mla.qkRope) throw cfg.fail('partial_rotary_factor', 'must be 1 (MLA rotates the whole qk_rope_head_dim)');
+  const ys = rope.scaling;
+  if (ys.type === 'yarn') {
+    // HF's YaRN replaces `factor` by max_position_embeddings / original_max_position_embeddings
+    // (for the frequencies and cos/sin, not for the softmax's mscale); every release states the two
+    // alike, and a config where they differ has no one reading to follow
+    const ratio = cfg.int('max_position_embeddings', 1, 1 << 30, 1 << 20) / ys.originalMax;
+    if (Math.abs(ratio - ys.factor) > 1e-9 * ys.factor)
+      throw unsupported(`${cfg.file}: YaRN factor ${ys.factor} is not max_position_embeddings / original_max_position_embeddings (${ratio}); HF would use the ratio, DeepSeek's code the factor`);
+  }
   let scale = 1 / Math.sqrt(mla.qkNope + mla.qkRope);
   // HF: under any rope type but the default, mscale_all_dim scales the softmax by mscale²
   const params = cfg.given('rope_parameters') ? cfg.object('rope_parameters') : cfg.optionalObject('rope_scaling');
