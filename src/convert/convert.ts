@@ -136,7 +136,7 @@ export class Conversion {
     const cfg = arch.parseConfig(fields);
     const st = input?.st ?? SafetensorsSet.open(src);
     try {
-      const w = new CheckpointWeights(st, CheckpointWeights.prefixOf(st));
+      const w = new CheckpointWeights(st, CheckpointWeights.prefixOf(st), arch.stackedExperts);
       // every tensor the model needs, at the shape the config implies, before any work
       arch.planWeights(new CheckpointSource(w), cfg, undefined);
       const plan = input ? input.plan : planConversion(src, w, arch, cfg, settings);
