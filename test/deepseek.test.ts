@@ -39,7 +39,6 @@ describe('DeepSeek-V3 config', () => {
   it('refuses routers, biases and quantizations it does not compute', () => {
     refused({ scoring_func: 'softmax' }, /scoring_func "softmax"/);
     refused({ topk_method: 'greedy' }, /topk_method "greedy"/);
-    refused({ attention_bias: true }, /attention_bias/);
     refused({ moe_layer_freq: 2 }, /moe_layer_freq/);
     refused({ quantization_config: { quant_method: 'compressed-tensors', format: 'float-quantized' } }, /float-quantized/);
     const int4 = (weights: JsonObject) => ({ quant_method: 'compressed-tensors', format: 'pack-quantized', config_groups: { group_0: { weights } } });

@@ -192,7 +192,7 @@ export const GOLDEN_CASES: GoldenCase[] = [
     // heads of odd sizes, half-split RoPE (rope_interleave false), YaRN beta 8/3 untruncated with
     // mscale 0.9 / mscale_all_dim 0.7, θ 5000, 2 of 3 groups, top-3 of 12 not renormalised, two
     // shared experts, two dense layers, routed scale 1.7, rms_norm_eps 0.05 (the latent norms keep
-    // HF's 1e-6), a tied head
+    // HF's 1e-6), a tied head, biases on q_a, kv_a and o (attention_bias)
     name: 'deepseek-v3-awkward',
     checkpoint: {
       shape: 'deepseek-v3-tiny',
@@ -222,6 +222,7 @@ export const GOLDEN_CASES: GoldenCase[] = [
         rope_theta: 5000,
         rms_norm_eps: 0.05,
         tie_word_embeddings: true,
+        attention_bias: true,
         max_position_embeddings: 32768,
         rope_scaling: { type: 'yarn', factor: 8, original_max_position_embeddings: 4096, beta_fast: 8, beta_slow: 3, truncate: false, mscale: 0.9, mscale_all_dim: 0.7 },
       },

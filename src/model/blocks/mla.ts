@@ -34,6 +34,8 @@ export interface MlaWeights {
   /** A sigmoid gate on the heads' output before o_proj (K3). */
   gProj?: Tensor;
   oProj: Tensor;
+  /** Biases on q_a_proj, kv_a_proj_with_mqa and o_proj (DeepSeek-V3's `attention_bias`; no release has them). */
+  bias?: { qA?: Float32Array; kvA: Float32Array; o: Float32Array };
 }
 
 /** DeepSeek-V3's decoupled RoPE: the last qk_rope dims of each head's query and the shared k_pe rotated to the token's position (rotated before caching), and the softmax scale. */
@@ -58,6 +60,11 @@ export function mla(k: Kernels, c: MlaShape, eps: number, w: MlaWeights, caches:
   const ys = ['proj' in w.q ? s.q : s.qa, s.kv];
   if (w.gProj) ws.push(w.gProj), ys.push(s.gate);
   k.matmulMany(ws, s.norm, ys, T);
+  const bias = (x: Float32Array, b: Float32Array) => {
+    for (let t = 0; t < T; t++) k.add(x.subarray(t * b.length, (t + 1) * b.length), b, b.length);
+  };
+  if (w.bias?.qA) bias(s.qa, w.bias.qA);
+  if (w.bias) bias(s.kv, w.bias.kvA);
   if (!('proj' in w.q)) {
     const r = w.q.a.rows;
     // the C engine and vLLM normalise with the model's rms_norm_eps (HF builds this norm with 1e-6)
@@ -94,4 +101,5 @@ export function mla(k: Kernels, c: MlaShape, eps: number, w: MlaWeights, caches:
   }
   if (w.gProj) k.sigmoidMul(s.o, s.gate, T * NH * vh);
   k.matmul(w.oProj, s.o, s.out, T);
+  if (w.bias) bias(s.out, w.bias.o);
 }

@@ -33,6 +33,8 @@ export interface DeepseekConfig extends ModelConfig {
   /** The shared experts' total width (moe_intermediate_size × n_shared_experts; 0: none). */
   sharedInter: number;
   tieEmbeddings: boolean;
+  /** Biases on q_a_proj, kv_a_proj_with_mqa and o_proj (`attention_bias`; never on q_b_proj, q_proj, kv_b_proj). */
+  attentionBias: boolean;
   /** Multi-token-prediction layers after the last (never read). */
   skippedLayers: number;
 }
@@ -89,7 +91,6 @@ export function parseDeepseekConfig(cfg: Fields): DeepseekConfig {
     const v = cfg.str(key, want, 64);
     if (v !== want) throw unsupported(`${cfg.file}: config.${key} "${v}" (only DeepSeek-V3's "${want}")`);
   }
-  if (cfg.bool('attention_bias', false)) throw unsupported(`${cfg.file}: config.attention_bias true (no release has MLA biases)`);
   if (cfg.int('moe_layer_freq', 1, MAX_LAYERS, 1) !== 1) throw unsupported(`${cfg.file}: config.moe_layer_freq other than 1 (HF ignores it, DeepSeek's code does not)`);
   const qc = cfg.optionalObject('quantization_config');
   if (qc && qc.str('quant_method', 'fp8', 64) === 'compressed-tensors') checkInt4(qc);
@@ -182,6 +183,7 @@ export function parseDeepseekConfig(cfg: Fields): DeepseekConfig {
     denseInter,
     sharedInter: moeInter * shared,
     tieEmbeddings: cfg.bool('tie_word_embeddings', false),
+    attentionBias: cfg.bool('attention_bias', false),
     skippedLayers,
   };
 }
@@ -198,7 +200,8 @@ export function countDeepseekParams(c: DeepseekConfig): { total: number; active:
   const m = c.mla;
   const qOut = m.heads * (m.qkNope + m.qkRope);
   const q = m.qLoraRank ? m.qLoraRank * h + m.qLoraRank + qOut * m.qLoraRank : qOut * h;
-  const attn = q + (m.kvLoraRank + m.qkRope) * h + m.kvLoraRank + m.heads * (m.qkNope + m.vHead) * m.kvLoraRank + h * m.heads * m.vHead;
+  const bias = c.attentionBias ? m.qLoraRank + m.kvLoraRank + m.qkRope + h : 0;
+  const attn = q + (m.kvLoraRank + m.qkRope) * h + m.kvLoraRank + m.heads * (m.qkNope + m.vHead) * m.kvLoraRank + h * m.heads * m.vHead + bias;
   let trunk = c.vocab * h * (c.tieEmbeddings ? 1 : 2) + h;
   let experts = 0;
   let active = 0;

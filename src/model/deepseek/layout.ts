@@ -28,6 +28,9 @@ function mlaTensors(c: DeepseekConfig, a: string, b: Binder): MlaWeights {
     kvNorm: b.vector(`${a}kv_a_layernorm.weight`, m.kvLoraRank),
     kvB: b.matrix(`${a}kv_b_proj.weight`, m.heads * (m.qkNope + m.vHead), m.kvLoraRank),
     oProj: b.matrix(`${a}o_proj.weight`, H, m.heads * m.vHead),
+    bias: c.attentionBias
+      ? { qA: m.qLoraRank ? b.vector(`${a}q_a_proj.bias`, m.qLoraRank) : undefined, kvA: b.vector(`${a}kv_a_proj_with_mqa.bias`, m.kvLoraRank + m.qkRope), o: b.vector(`${a}o_proj.bias`, H) }
+      : undefined,
   };
 }
 

@@ -180,6 +180,11 @@ function* layerTensors(c: DeepseekConfig, L: number, moe: boolean): Generator<Sy
   yield vector(`${a}kv_a_layernorm.weight`, [m.kvLoraRank], 0.8, 1.2);
   yield matrix(`${a}kv_b_proj.weight`, m.heads * (m.qkNope + m.vHead), m.kvLoraRank, inv(m.kvLoraRank));
   yield matrix(`${a}o_proj.weight`, H, m.heads * m.vHead, inv(m.heads * m.vHead));
+  if (c.attentionBias) {
+    if (m.qLoraRank) yield vector(`${a}q_a_proj.bias`, [m.qLoraRank], -0.1, 0.1);
+    yield vector(`${a}kv_a_proj_with_mqa.bias`, [m.kvLoraRank + m.qkRope], -0.1, 0.1);
+    yield vector(`${a}o_proj.bias`, [H], -0.1, 0.1);
+  }
   if (!moe) {
     const I = c.denseInter;
     yield matrix(`${p}mlp.gate_proj.weight`, I, H, inv(H));
