@@ -49,6 +49,9 @@ describe('DeepSeek-V3 config', () => {
     refused({ quantization_config: { quant_method: 'fp8', weight_block_size: [64, 64] } }, /weight_block_size/);
     refused({ n_group: 3 }, /n_group/);
     refused({ n_group: 16 }, /groups of at least 2/);
+    const noKeep: JsonObject = { ...base(), n_group: 2 };
+    delete noKeep.topk_group;
+    assert.throws(() => parseDeepseekConfig(Fields.root('config.json', noKeep)), /topk_group must be at most n_group/);
     refused({ num_experts_per_tok: 9 }, /num_experts_per_tok/);
     refused({ num_key_value_heads: 2 }, /num_key_value_heads/);
     refused({ qk_rope_head_dim: 7 }, /qk_rope_head_dim/);

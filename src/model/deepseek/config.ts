@@ -156,6 +156,8 @@ export function parseDeepseekConfig(cfg: Fields): DeepseekConfig {
   const groups = anyMoe ? cfg.int('n_group', 1, 65536, 8) : 1;
   const keep = anyMoe ? cfg.int('topk_group', 1, groups, 4) : 1;
   if (anyMoe) {
+    // HF's defaults (8 groups, 4 kept) apply to absent keys: 4 kept of fewer groups is no config
+    if (keep > groups) throw cfg.fail('topk_group', `must be at most n_group (${groups}); HF's default is 4`, keep);
     if (experts % groups || experts / groups < 2) throw cfg.fail('n_group', `must divide n_routed_experts (${experts}) into groups of at least 2`, groups);
     if (topK > keep * (experts / groups)) throw cfg.fail('num_experts_per_tok', `must fit in topk_group (${keep}) groups of ${experts / groups}`, topK);
   }
