@@ -179,6 +179,95 @@ export const GOLDEN_CASES: GoldenCase[] = [
     tolerance: 2e-5,
   },
   {
+    // DeepSeek-V3 as released: FP8 weights with 128 x 128 block scales, q low rank, YaRN (factor 40,
+    // beta 32/1, mscale_all_dim: the softmax scale times mscale^2), 2 of 4 groups kept, top-4 of 16,
+    // a shared expert, a dense first layer, an MTP layer in the files that is never read
+    name: 'deepseek-v3-checkpoint',
+    checkpoint: { shape: 'deepseek-v3-tiny', seed: 9, shards: 2 },
+    ids: [17, 300, 5, 5, 64, 128, 1, 250, 99, 42, 7, 319, 0, 200, 33, 34],
+    tolerance: 2e-6,
+  },
+  {
+    // every option elsewhere: FP8 matrices of several partial blocks (widths 136, 140, 150), 3
+    // heads of odd sizes, half-split RoPE (rope_interleave false), YaRN beta 8/3 untruncated with
+    // mscale 0.9 / mscale_all_dim 0.7, θ 5000, 2 of 3 groups, top-3 of 12 not renormalised, two
+    // shared experts, two dense layers, routed scale 1.7, rms_norm_eps 0.05 (the latent norms keep
+    // HF's 1e-6), a tied head, biases on q_a, kv_a and o (attention_bias)
+    name: 'deepseek-v3-awkward',
+    checkpoint: {
+      shape: 'deepseek-v3-tiny',
+      seed: 10,
+      layers: 4,
+      experts: 12,
+      config: {
+        vocab_size: 333,
+        hidden_size: 136,
+        num_attention_heads: 3,
+        num_key_value_heads: 3,
+        q_lora_rank: 140,
+        kv_lora_rank: 36,
+        qk_nope_head_dim: 10,
+        qk_rope_head_dim: 6,
+        v_head_dim: 14,
+        intermediate_size: 150,
+        moe_intermediate_size: 40,
+        n_group: 3,
+        topk_group: 2,
+        num_experts_per_tok: 3,
+        n_shared_experts: 2,
+        routed_scaling_factor: 1.7,
+        norm_topk_prob: false,
+        first_k_dense_replace: 2,
+        rope_interleave: false,
+        rope_theta: 5000,
+        rms_norm_eps: 0.05,
+        tie_word_embeddings: true,
+        attention_bias: true,
+        max_position_embeddings: 32768,
+        rope_scaling: { type: 'yarn', factor: 8, original_max_position_embeddings: 4096, beta_fast: 8, beta_slow: 3, truncate: false, mscale: 0.9, mscale_all_dim: 0.7 },
+      },
+    },
+    ids: [3, 77, 160, 160, 21, 300, 8, 45, 2, 90, 111, 250, 6, 318, 12, 40, 332, 1],
+    tolerance: 2e-6,
+  },
+  {
+    // Kimi K2's settings: no group limit, YaRN beta 1/1 (not DeepSeek's 32/1), θ 50000, routed
+    // scale 2.827; a plain q_proj, bf16 weights
+    name: 'kimi-k2-checkpoint',
+    checkpoint: { shape: 'kimi-k2-tiny', seed: 11 },
+    ids: [9, 1, 250, 33, 33, 0, 299, 128, 64, 5, 7, 8],
+    tolerance: 2e-6,
+  },
+  {
+    // Kimi K2-Thinking's form: routed experts in compressed-tensors pack-quantized INT4 (symmetric,
+    // groups of 32, bf16 scales), the rest bf16; decoded exactly
+    name: 'kimi-k2-thinking-checkpoint',
+    checkpoint: {
+      shape: 'kimi-k2-tiny',
+      seed: 12,
+      config: {
+        q_lora_rank: 48,
+        quantization_config: {
+          quant_method: 'compressed-tensors',
+          format: 'pack-quantized',
+          config_groups: {
+            group_0: {
+              targets: ['Linear'],
+              weights: { num_bits: 4, type: 'int', symmetric: true, strategy: 'group', group_size: 32, dynamic: false, actorder: null, observer: 'minmax' },
+              input_activations: null,
+              output_activations: null,
+            },
+          },
+          ignore: ['lm_head', 're:.*self_attn.*', 're:.*shared_experts.*', 're:.*mlp\\.(gate|up|gate_up|down)_proj.*'],
+          kv_cache_scheme: null,
+          quantization_status: 'compressed',
+        },
+      },
+    },
+    ids: [4, 300, 17, 17, 250, 1, 99, 128, 64, 5, 210, 8],
+    tolerance: 2e-6,
+  },
+  {
     // Mixtral as released: GQA 2:1, no biases or q/k norms, RoPE θ 1e6, no window, a softmax
     // router whose top 2 of 8 are always renormalised, experts w1 (gate) / w3 (up) / w2 (down)
     name: 'mixtral-checkpoint',

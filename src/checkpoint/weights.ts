@@ -1,6 +1,8 @@
 import { WasteError } from '../util/errors.js';
+import { FP8_BLOCK, decodeFp8 } from './fp8.js';
+import { decodeInt4 } from './int4.js';
 import { MXFP4_GROUP, decodeMxfp4 } from './mxfp4.js';
-import type { SafetensorsSet } from './safetensors.js';
+import type { SafetensorsSet, TensorInfo } from './safetensors.js';
 import type { StackedExperts, StackedSlice } from './stacked.js';
 
 /** One tensor as a model sees it: a plain one, or a matrix packed as MXFP4 (`…weight_packed` + `…weight_scale`). */
@@ -11,6 +13,10 @@ export interface CheckpointTensor {
   /** Bytes it takes in the checkpoint (both halves of an MXFP4 pair). */
   sourceBytes: number;
   mxfp4: boolean;
+  /** An F8_E4M3 matrix with its 128 × 128 block scales (`…weight_scale_inv`, F32). */
+  fp8?: boolean;
+  /** A compressed-tensors pack-quantized INT4 matrix (I32 `…weight_packed`, `…weight_scale`, `…weight_shape`): its group size. */
+  int4Group?: number;
   /** One expert's matrix read out of a tensor of the layer's stacked experts (gpt-oss). */
   slice?: StackedSlice;
 }
@@ -42,6 +48,22 @@ export class CheckpointWeights {
       }
       const name = full.slice(prefix.length);
       if (stacked && this.addStacked(name, stacked)) continue;
+      if (name.endsWith('.weight_scale_inv')) {
+        if (!st.has(full.slice(0, -'_scale_inv'.length))) throw new WasteError('E_FORMAT', `the checkpoint has ${full} but not ${full.slice(0, -'_scale_inv'.length)}`);
+        continue;
+      }
+      const t8 = st.info(full);
+      if (t8.dtype === 'F8_E4M3') {
+        const scaleName = `${full}_scale_inv`;
+        if (!st.has(scaleName)) throw new WasteError('E_FORMAT', `the checkpoint has ${full} stored as F8_E4M3 but not ${scaleName}`);
+        const scale = st.info(scaleName);
+        const [rows, cols] = t8.shape;
+        if (t8.shape.length !== 2 || scale.dtype !== 'F32' || scale.shape.length !== 2 || scale.shape[0] !== Math.ceil(rows / FP8_BLOCK) || scale.shape[1] !== Math.ceil(cols / FP8_BLOCK))
+          throw new WasteError('E_FORMAT', `${full} [${t8.shape}] F8_E4M3 and ${scaleName} [${scale.shape}] ${scale.dtype} are not an FP8 matrix with 128 × 128 block scales (F32 [⌈R/128⌉, ⌈C/128⌉])`);
+        this.logical.set(name, { name, shape: [rows, cols], sourceBytes: t8.bytes + scale.bytes, mxfp4: false, fp8: true });
+        continue;
+      }
+      if (name.endsWith('.weight_shape') && st.has(`${full.slice(0, -'_shape'.length)}_packed`)) continue;
       const m = /^(.*)\.weight_(packed|scale)$/.exec(name);
       if (!m) {
         const t = st.info(full);
@@ -53,6 +75,11 @@ export class CheckpointWeights {
       const scaleName = `${prefix}${m[1]}.weight_scale`;
       if (!st.has(scaleName)) throw new WasteError('E_FORMAT', `the checkpoint has ${full} but not ${scaleName}`);
       const scale = st.info(scaleName);
+      if (packed.dtype === 'I32') {
+        const logical = this.int4Pair(full, packed, scaleName, scale, `${prefix}${m[1]}.weight_shape`);
+        this.logical.set(`${m[1]}.weight`, { name: `${m[1]}.weight`, ...logical });
+        continue;
+      }
       const [rows, half] = packed.shape;
       if (packed.shape.length !== 2 || packed.dtype !== 'U8' || scale.dtype !== 'U8' || scale.shape.length !== 2 || scale.shape[0] !== rows || scale.shape[1] * MXFP4_GROUP !== 2 * half)
         throw new WasteError('E_FORMAT', `${full} [${packed.shape}] ${packed.dtype} and ${scaleName} [${scale.shape}] ${scale.dtype} are not an MXFP4 pair (U8 [R, N/2] and U8 [R, N/32])`);
@@ -62,6 +89,22 @@ export class CheckpointWeights {
       const m = /^(.*)\.weight_scale$/.exec(full);
       if (m && full.startsWith(prefix) && !st.has(`${m[1]}.weight_packed`)) throw new WasteError('E_FORMAT', `the checkpoint has ${full} but not ${m[1]}.weight_packed`);
     }
+  }
+
+  /** Check an INT4 pack-quantized triple (headers, and the 8 bytes of its shape) and describe the matrix it stands for. */
+  private int4Pair(full: string, packed: TensorInfo, scaleName: string, scale: TensorInfo, shapeName: string): Omit<CheckpointTensor, 'name'> {
+    const bad = (what: string) => new WasteError('E_FORMAT', `${full} [${packed.shape}] I32, ${scaleName} [${scale.shape}] ${scale.dtype}: ${what}`);
+    if (!this.st.has(shapeName)) throw bad(`no ${shapeName} (a pack-quantized INT4 matrix names its shape)`);
+    const shapeT = this.st.info(shapeName);
+    if (shapeT.dtype !== 'I32' || shapeT.shape.length !== 1 || shapeT.shape[0] !== 2) throw bad(`${shapeName} is [${shapeT.shape}] ${shapeT.dtype}, not I32 [2]`);
+    const raw = new Uint8Array(8);
+    this.st.readRaw(shapeName, 0, raw);
+    const dv = new DataView(raw.buffer);
+    const rows = dv.getInt32(0, true);
+    const cols = dv.getInt32(4, true);
+    if (packed.shape.length !== 2 || packed.shape[0] !== rows || packed.shape[1] !== Math.ceil(cols / 8) || cols < 1) throw bad(`not the packing of a [${rows}, ${cols}] matrix (I32 [R, ⌈C/8⌉])`);
+    if (!['BF16', 'F16', 'F32'].includes(scale.dtype) || scale.shape.length !== 2 || scale.shape[0] !== rows || scale.shape[1] < 1 || cols % scale.shape[1]) throw bad('the scales are not [R, C/group] floats');
+    return { shape: [rows, cols], sourceBytes: packed.bytes + scale.bytes + shapeT.bytes, mxfp4: false, int4Group: cols / scale.shape[1] };
   }
 
   /** A tensor of a layer's stacked experts: each expert's matrices listed in its place (true), or not one (false). */
@@ -168,6 +211,8 @@ export class CheckpointWeights {
   /** Rows [row0, row0 + n) as f32 (decoded exactly when packed) into `out`. */
   readRows(name: string, row0: number, n: number, out: Float32Array): void {
     const t = this.info(name);
+    if (t.fp8) return this.readFp8(name, t.shape[1], row0, n, out);
+    if (t.int4Group) return this.readInt4(name, t.shape[1], t.int4Group, row0, n, out);
     if (t.slice) return this.readSlice(t, row0, n, out);
     if (!t.mxfp4) return this.st.readRows(this.prefix + name, row0, n, out);
     const cols = t.shape[1];
@@ -177,6 +222,36 @@ export class CheckpointWeights {
     this.st.readBytes(`${base}.weight_packed`, row0, n, this.bytes);
     this.st.readBytes(`${base}.weight_scale`, row0, n, this.scales);
     decodeMxfp4(this.bytes, this.scales, n, cols, out, `the checkpoint's ${base}.weight_packed`, row0);
+  }
+
+  private fp8Scales = new Float32Array(0);
+
+  /** Rows of an FP8 matrix, decoded exactly (each value times its block's scale, rounded to f32 once). */
+  private readFp8(name: string, cols: number, row0: number, n: number, out: Float32Array): void {
+    if (n <= 0) return;
+    const full = this.prefix + name;
+    if (this.bytes.length < n * cols) this.bytes = new Uint8Array(n * cols);
+    this.st.readBytes(full, row0, n, this.bytes);
+    const sc = Math.ceil(cols / FP8_BLOCK);
+    const b0 = Math.floor(row0 / FP8_BLOCK);
+    const nb = Math.floor((row0 + n - 1) / FP8_BLOCK) - b0 + 1;
+    if (this.fp8Scales.length < nb * sc) this.fp8Scales = new Float32Array(nb * sc);
+    this.st.readRows(`${full}_scale_inv`, b0, nb, this.fp8Scales);
+    decodeFp8(this.bytes, this.fp8Scales, row0, n, cols, out, `the checkpoint's ${full}`);
+  }
+
+  private int4Scales = new Float32Array(0);
+
+  /** Rows of an INT4 pack-quantized matrix, decoded exactly. */
+  private readInt4(name: string, cols: number, group: number, row0: number, n: number, out: Float32Array): void {
+    if (n <= 0) return;
+    const base = this.prefix + name.slice(0, -'.weight'.length);
+    const bytes = n * Math.ceil(cols / 8) * 4;
+    if (this.bytes.length < bytes) this.bytes = new Uint8Array(bytes);
+    this.st.readBytes(`${base}.weight_packed`, row0, n, this.bytes);
+    if (this.int4Scales.length < (n * cols) / group) this.int4Scales = new Float32Array((n * cols) / group);
+    this.st.readRows(`${base}.weight_scale`, row0, n, this.int4Scales);
+    decodeInt4(this.bytes, this.int4Scales, n, cols, group, out);
   }
 
   /** The whole tensor as f32. */

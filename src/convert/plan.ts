@@ -120,6 +120,9 @@ export function planConversion(src: string, w: CheckpointWeights, arch: Architec
   for (const name of w.names().sort()) {
     // routed experts are the checkpoint tensors the trunk leaves out
     if (arch.expertLayerOf(name) !== undefined) continue;
+    // layers after the last (DeepSeek-V3's multi-token prediction) are never run: left out
+    const layer = /^model\.layers\.(\d+)\./.exec(name);
+    if (layer && Number(layer[1]) >= cfg.layers) continue;
     const info = w.info(name);
     add(w.prefix + name, info.shape, trunkFormat(name, info.shape, settings.trunkBits), info.sourceBytes, (r, n, x) => w.readRows(name, r, n, x));
   }

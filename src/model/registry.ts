@@ -14,11 +14,12 @@ import { mixtral } from './mixtral/index.js';
 import { olmoe } from './olmoe/index.js';
 import { qwen3Moe } from './qwen3-moe/index.js';
 import { gptOss } from './gpt-oss/index.js';
+import { deepseekV3 } from './deepseek/index.js';
 import { textConfig } from './kimi/config.js';
 import { CheckpointSource } from './sources/checkpoint-source.js';
 
 /** Every architecture this build runs, the most specific first. */
-export const ARCHITECTURES: readonly Architecture[] = [kimiK3, kimiLinear, qwen3Moe, mixtral, olmoe, gptOss];
+export const ARCHITECTURES: readonly Architecture[] = [kimiK3, kimiLinear, qwen3Moe, mixtral, olmoe, gptOss, deepseekV3];
 
 /** The architecture that runs a config (a manifest's `config`, or a checkpoint's config.json). */
 export function architectureOf(cfg: Fields): Architecture {

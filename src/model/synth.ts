@@ -42,12 +42,15 @@ export interface SynthCheckpoint {
   /** Where the language model's tensors sit in the files. */
   prefix: string;
   /**
-   * How routed experts are stored: bf16 matrices, compressed-tensors MXFP4 (K3's release), or
-   * stacked per layer as `stacked` says (checkpoint/stacked.ts) — MXFP4 blocks and scales
-   * (gpt-oss's release) or bf16 [E, in, out] (HF's parameter layout).
+   * How routed experts are stored: bf16 matrices, compressed-tensors MXFP4 (K3's release) or INT4
+   * pack-quantized (Kimi K2-Thinking's), or stacked per layer as `stacked` says
+   * (checkpoint/stacked.ts) — MXFP4 blocks and scales (gpt-oss's release) or bf16 [E, in, out]
+   * (HF's parameter layout).
    */
-  experts: 'bf16' | 'mxfp4-packed' | 'mxfp4-stacked' | 'bf16-stacked';
+  experts: 'bf16' | 'mxfp4-packed' | 'int4-pack-quantized' | 'mxfp4-stacked' | 'bf16-stacked';
   stacked?: StackedExperts;
+  /** The matrices stored as FP8 E4M3 with 128 × 128 block scales (`…weight_scale_inv`), as DeepSeek-V3 releases them; absent: none. */
+  fp8?: (name: string) => boolean;
   /** Tensors outside the language model. */
   extra: Iterable<SynthExtraTensor>;
   /** Small files beside the weights, by name (JSON already serialized). */

@@ -1,5 +1,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import { encodeFp8 } from '../checkpoint/fp8.js';
+import { encodeInt4 } from '../checkpoint/int4.js';
 import { encodeMxfp4 } from '../checkpoint/mxfp4.js';
 import { type RawTensor, toBf16, writeSafetensors } from '../checkpoint/write.js';
 import type { StackedExperts } from '../checkpoint/stacked.js';
@@ -60,6 +62,17 @@ export function writeSyntheticCheckpoint(dir: string, opts: CheckpointOptions = 
       const base = name.replace(/\.weight$/, '');
       tensors.push({ name: `${base}.weight_packed`, dtype: 'U8', shape: [rows, cols / 2], data: packed });
       tensors.push({ name: `${base}.weight_scale`, dtype: 'U8', shape: [rows, cols / 32], data: scales });
+    } else if (form.experts === 'int4-pack-quantized' && expert) {
+      // compressed-tensors' pack-quantized INT4 (Kimi K2-Thinking): groups of 32 along a row, bf16 scales
+      const { packed, scales } = encodeInt4(v, rows, cols, 32);
+      const base = name.replace(/\.weight$/, '');
+      tensors.push({ name: `${base}.weight_packed`, dtype: 'I32', shape: [rows, Math.ceil(cols / 8)], data: packed });
+      tensors.push({ name: `${base}.weight_scale`, dtype: 'BF16', shape: [rows, cols / 32], data: toBf16(scales) });
+      tensors.push({ name: `${base}.weight_shape`, dtype: 'I32', shape: [2], data: new Uint8Array(new Int32Array([rows, cols]).buffer) });
+    } else if (form.fp8?.(name.slice(prefix.length))) {
+      const { bytes, scales } = encodeFp8(v, rows, cols);
+      tensors.push({ name, dtype: 'F8_E4M3', shape: [rows, cols], data: bytes });
+      tensors.push({ name: `${name}_scale_inv`, dtype: 'F32', shape: [Math.ceil(rows / 128), Math.ceil(cols / 128)], data: new Uint8Array(scales.buffer) });
     } else tensors.push({ name, dtype: 'BF16', shape: [rows, cols], data: toBf16(v) });
   };
   const vector = (name: string, shape: number[], lo: number, hi: number, valid = Infinity) => {
