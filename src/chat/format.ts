@@ -1,6 +1,6 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { Template } from '@huggingface/jinja';
+import { Environment, Interpreter, Template } from '@huggingface/jinja';
 import { WasteError } from '../util/errors.js';
 import { isObject } from '../util/fields.js';
 import { checkModelLinks } from '../util/model-dir.js';
@@ -217,6 +217,60 @@ function syntaxOf(template: string): ReplySyntax {
   };
 }
 
+const MONTHS = ['January', 'February', 'March', 'April', 'May', 'June', 'July', 'August', 'September', 'October', 'November', 'December'];
+const DAYS = ['Sunday', 'Monday', 'Tuesday', 'Wednesday', 'Thursday', 'Friday', 'Saturday'];
+
+/** Python's datetime.strftime for the directives templates use, in the C locale (English names), local time as Python's datetime.now(). */
+export function strftime(date: Date, format: string): string {
+  const pad = (n: number, w = 2) => String(n).padStart(w, '0');
+  return format.replace(/%[YymdHMSbBaAjp%]/g, (t) => {
+    switch (t) {
+      case '%Y': return String(date.getFullYear());
+      case '%y': return pad(date.getFullYear() % 100);
+      case '%m': return pad(date.getMonth() + 1);
+      case '%d': return pad(date.getDate());
+      case '%H': return pad(date.getHours());
+      case '%M': return pad(date.getMinutes());
+      case '%S': return pad(date.getSeconds());
+      case '%b': return MONTHS[date.getMonth()].slice(0, 3);
+      case '%B': return MONTHS[date.getMonth()];
+      case '%a': return DAYS[date.getDay()].slice(0, 3);
+      case '%A': return DAYS[date.getDay()];
+      case '%j': return pad(Math.floor((Date.UTC(date.getFullYear(), date.getMonth(), date.getDate()) - Date.UTC(date.getFullYear(), 0, 1)) / 86400000) + 1, 3);
+      case '%p': return date.getHours() < 12 ? 'AM' : 'PM';
+      default: return '%';
+    }
+  });
+}
+
+/** Python's range(stop) / range(start, stop[, step]). */
+function range(...args: number[]): number[] {
+  const [start, stop, step] = args.length === 1 ? [0, args[0], 1] : [args[0], args[1], args[2] ?? 1];
+  if (!step) throw new Error('range() arg 3 must not be zero');
+  const out: number[] = [];
+  for (let i = start; step > 0 ? i < stop : i > stop; i += step) out.push(i);
+  return out;
+}
+
+/**
+ * A template rendered with the globals Hugging Face's apply_chat_template gives it
+ * (`raise_exception`, `strftime_now`; range, and the booleans and none in both spellings), any of
+ * which `vars` may replace (a test pins strftime_now); then `vars`.
+ */
+function renderJinja(template: Template, vars: Record<string, unknown>): string {
+  const env = new Environment();
+  const globals: Record<string, unknown> = {
+    false: false, true: true, none: null, False: false, True: true, None: null,
+    raise_exception: (message: unknown) => {
+      throw new Error(String(message));
+    },
+    range,
+    strftime_now: (format: string) => strftime(new Date(), format),
+  };
+  for (const [k, v] of Object.entries({ ...globals, ...vars })) env.set(k, v);
+  return new Interpreter(env).run(template.parsed).value as string;
+}
+
 /**
  * A Jinja chat template (chat_template.jinja, or tokenizer_config.json's chat_template), rendered
  * with @huggingface/jinja. Each message's content goes in wrapped in private-use sentinels, so the
@@ -227,7 +281,20 @@ export class JinjaChatFormat implements ChatFormat {
   private readonly template: Template;
   readonly assistantEnd: string;
   readonly syntax: ReplySyntax;
+  /**
+   * How a tool call's arguments reach the template: as the JSON text the model wrote ("string",
+   * for templates that print it as it is: Qwen3's, DeepSeek's) or parsed ("object", as Hugging
+   * Face's docs ask, for templates that walk or re-serialize them: Qwen3-Coder's `|items`, GLM's
+   * `.items()`, harmony's and Kimi K2's `|tojson`). Found by rendering a probe call: the text is
+   * kept when the template shows it verbatim.
+   */
+  readonly toolArguments: 'string' | 'object';
 
+  /**
+   * `extra`: variables every rendering gets, as Hugging Face's apply_chat_template passes the
+   * tokenizer's special tokens (bos_token, eos_token: see templateSpecials); a token the tokenizer
+   * does not set is left out, as there.
+   */
   constructor(
     text: string,
     readonly source: string,
@@ -239,6 +306,7 @@ export class JinjaChatFormat implements ChatFormat {
       throw new WasteError('E_FORMAT', `${source}: the chat template does not parse (${(e as Error).message})`);
     }
     this.syntax = syntaxOf(text);
+    this.toolArguments = this.probeToolArguments();
     // what follows an assistant message's content, up to the next message (or the end)
     const probe = this.renderTemplate([
       { role: 'user', content: 'u' },
@@ -254,28 +322,64 @@ export class JinjaChatFormat implements ChatFormat {
     this.assistantEnd = marker ? marker[0] : end.trimEnd();
   }
 
-  private renderTemplate(messages: ChatMessage[], open: boolean, tools?: unknown[], vars: Record<string, unknown> = {}, continueFinal = false): { segments: Segment[]; ids: Map<number, number[]> } {
+  /** "string" when the template prints a call's arguments text as it is, else "object". */
+  private probeToolArguments(): 'string' | 'object' {
+    const args = '{"probe_key": "probe value"}';
+    const probe: ChatMessage[] = [
+      { role: 'user', content: 'u' },
+      { role: 'assistant', content: '', toolCalls: [{ id: 'call_0', name: 'probe_fn', arguments: args }] },
+      { role: 'tool', toolCallId: 'call_0', content: 'r' },
+    ];
+    const rendersAs = (mode: 'string' | 'object') => {
+      try {
+        return this.renderTemplate(probe, true, undefined, {}, false, mode).segments;
+      } catch {
+        return undefined;
+      }
+    };
+    const asText = rendersAs('string');
+    if (asText?.some((s) => s.kind === 'text' && s.text === args)) return 'string';
+    // a template that writes no tool calls either way (Mixtral's refuses a tool turn) keeps the text
+    return asText === undefined && rendersAs('object') === undefined ? 'string' : 'object';
+  }
+
+  private renderTemplate(messages: ChatMessage[], open: boolean, tools?: unknown[], vars: Record<string, unknown> = {}, continueFinal = false, argumentsAs = this.toolArguments): { segments: Segment[]; ids: Map<number, number[]> } {
     const ids = new Map<number, number[]>();
+    const callArguments = (text: string): unknown => {
+      if (argumentsAs === 'string') return plain(text);
+      try {
+        return wrapStrings(JSON.parse(text));
+      } catch {
+        // not JSON (a malformed call the model wrote): shown as the text it is
+        return plain(text);
+      }
+    };
     const wrapped = messages.map((m, i) => {
       const content = m.content.replace(SENTINELS, '');
       if (m.ids) ids.set(i, m.ids);
-      const out: Record<string, unknown> = { role: m.role, content: `${OPEN}${i}:${content}${CLOSE}` };
+      const last = i === messages.length - 1;
+      // an empty content is the empty string the template tests as false (`{% if content %}`),
+      // unless it is the message a continuation starts from, whose place must be found
+      const out: Record<string, unknown> = { role: m.role, content: content === '' && !(continueFinal && last) ? '' : `${OPEN}${i}:${content}${CLOSE}` };
       if (m.toolCallId !== undefined) out.tool_call_id = guard(m.toolCallId);
-      if (m.reasoning) out.reasoning_content = plain(m.reasoning);
+      // reasoning under both names templates read it by: reasoning_content (Qwen3's, GLM's,
+      // DeepSeek's), thinking (harmony's)
+      if (m.reasoning) out.reasoning_content = out.thinking = plain(m.reasoning);
       if (m.toolCalls?.length)
-        out.tool_calls = m.toolCalls.map((c) => ({ id: guard(c.id), type: 'function', function: { name: guard(c.name), arguments: plain(c.arguments) } }));
+        out.tool_calls = m.toolCalls.map((c) => ({ id: guard(c.id), type: 'function', function: { name: guard(c.name), arguments: callArguments(c.arguments) } }));
       return out;
     });
     let text: string;
     try {
-      text = this.template.render({
-        bos_token: '',
-        eos_token: '',
+      // as Hugging Face's apply_chat_template: messages, tools (None without any), documents,
+      // add_generation_prompt, the tokenizer's special tokens, then the request's variables
+      text = renderJinja(this.template, {
         ...this.extra,
         ...(wrapStrings(vars) as Record<string, unknown>),
         messages: wrapped,
+        tools: tools?.length ? wrapStrings(tools) : null,
+        documents: null,
         add_generation_prompt: open,
-        ...(tools?.length ? { tools: wrapStrings(tools) } : {}),
       });
     } catch (e) {
       throw new WasteError('E_FORMAT', `${this.source}: the chat template failed (${(e as Error).message})`);
@@ -343,17 +447,58 @@ export function loadChatFormat(dir: string, opts: { native?: NativeChatFormat } 
   checkModelLinks(dir);
   const at = (f: string) => path.join(dir, f);
   const jinja = fs.existsSync(at('chat_template.jinja'));
-  if (opts.native === 'xtml') return jinja ? new JinjaChatFormat(readText(at('chat_template.jinja')), at('chat_template.jinja')) : new XtmlChatFormat();
+  if (opts.native === 'xtml') return jinja ? new JinjaChatFormat(readText(at('chat_template.jinja')), at('chat_template.jinja'), templateSpecials(dir)) : new XtmlChatFormat();
   if (fs.existsSync(at('chat.json'))) return new TurnChatFormat(parseChatJson(at('chat.json')), at('chat.json'));
-  if (jinja) return new JinjaChatFormat(readText(at('chat_template.jinja')), at('chat_template.jinja'));
+  if (jinja) return new JinjaChatFormat(readText(at('chat_template.jinja')), at('chat_template.jinja'), templateSpecials(dir));
   if (fs.existsSync(at('tokenizer_config.json'))) {
     const cfg = readJson(at('tokenizer_config.json'));
     const t = isObject(cfg) ? cfg.chat_template : undefined;
     const named = Array.isArray(t) ? t.filter(isObject) : [];
     const text = typeof t === 'string' ? t : (named.find((x) => x.name === 'default') ?? named[0])?.template;
-    if (typeof text === 'string') return new JinjaChatFormat(text, `${at('tokenizer_config.json')} chat_template`);
+    if (typeof text === 'string') return new JinjaChatFormat(text, `${at('tokenizer_config.json')} chat_template`, templateSpecials(dir));
   }
   return new JinjaChatFormat(KIMI_STYLE_TEMPLATE, 'Kimi default');
+}
+
+/**
+ * The special tokens a model's template is rendered with, as Hugging Face's apply_chat_template
+ * passes the tokenizer's: `bos_token` and `eos_token` (Mixtral's and DeepSeek's templates open with
+ * the BOS they print). From tokenizer_config.json (a checkpoint's: a string, or an added token's
+ * {content}); else from the model's config (a container's manifest, or config.json) — its
+ * bos_token_id and (first) eos_token_id — named by specials.json. A token none of them sets is
+ * left out, as Hugging Face leaves out a tokenizer's unset ones.
+ */
+export function templateSpecials(dir: string): { bos_token?: string; eos_token?: string } {
+  const at = (f: string) => path.join(dir, f);
+  const out: { bos_token?: string; eos_token?: string } = {};
+  const tokenText = (v: unknown) => (typeof v === 'string' ? v : isObject(v) && typeof v.content === 'string' ? v.content : undefined);
+  if (fs.existsSync(at('tokenizer_config.json'))) {
+    const cfg = readJson(at('tokenizer_config.json'));
+    if (isObject(cfg)) {
+      const bos = tokenText(cfg.bos_token);
+      const eos = tokenText(cfg.eos_token);
+      if (bos !== undefined) out.bos_token = bos;
+      if (eos !== undefined) out.eos_token = eos;
+      return out;
+    }
+  }
+  let config: unknown;
+  if (fs.existsSync(at('manifest.json'))) {
+    const m = readJson(at('manifest.json'));
+    config = isObject(m) ? m.config : undefined;
+  } else if (fs.existsSync(at('config.json'))) config = readJson(at('config.json'));
+  if (!isObject(config) || !fs.existsSync(at('specials.json'))) return out;
+  // a multimodal wrapper (K3's) keeps the text model's ids in text_config
+  const ids = isObject(config.text_config) && config.bos_token_id === undefined ? config.text_config : config;
+  const specials = readJson(at('specials.json'));
+  const named = new Map<number, string>();
+  if (Array.isArray(specials)) for (const e of specials) if (isObject(e) && typeof e.id === 'number' && typeof e.text === 'string') named.set(e.id, e.text);
+  const eosId = Array.isArray(ids.eos_token_id) ? ids.eos_token_id[0] : ids.eos_token_id;
+  const bos = typeof ids.bos_token_id === 'number' ? named.get(ids.bos_token_id) : undefined;
+  const eos = typeof eosId === 'number' ? named.get(eosId) : undefined;
+  if (bos !== undefined) out.bos_token = bos;
+  if (eos !== undefined) out.eos_token = eos;
+  return out;
 }
 
 function parseChatJson(file: string): TurnFormat {
