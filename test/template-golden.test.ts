@@ -59,6 +59,11 @@ describe("release chat templates render as Python's Jinja2 renders them (Hugging
           assert.fail(`${spec.name} ${req.name}: ${(e as Error).message}`);
         }
         assert.equal(got, want.text, `${spec.name} ${req.name}`);
+        if (req.continueFinal) {
+          // continued, not closed: the rendering ends with the final message's text, as it was written
+          const segs = format.render(req.messages, { continueFinal: true, vars: req.vars ?? {} });
+          assert.deepEqual(segs.at(-1), { kind: 'text', text: req.messages.at(-1)!.content }, `${spec.name} ${req.name}`);
+        }
       }
     });
   }
