@@ -217,6 +217,43 @@ function syntaxOf(template: string): ReplySyntax {
   };
 }
 
+/**
+ * A conversation in harmony's order, for a harmony template (`messages` and their template forms,
+ * one for one): an assistant message with several tool calls becomes one message per call — the
+ * first keeps the content and reasoning, each later one holds its call alone — and the tool results
+ * that follow it are moved after the call each answers (by tool_call_id), so the template, which
+ * writes one call per message and names a result after the latest call, writes every call and
+ * names every result rightly. gpt-oss's template as released writes only the first call of a
+ * message (and names every result after it).
+ */
+export function harmonyOrder(messages: readonly ChatMessage[], wrapped: readonly Record<string, unknown>[]): Record<string, unknown>[] {
+  const out: Record<string, unknown>[] = [];
+  const moved = new Set<number>();
+  for (let i = 0; i < messages.length; i++) {
+    if (moved.has(i)) continue;
+    const m = messages[i];
+    const calls = wrapped[i].tool_calls as unknown[] | undefined;
+    if (m.role !== 'assistant' || !calls || calls.length < 2) {
+      out.push(wrapped[i]);
+      continue;
+    }
+    // the results that follow the message
+    const results: number[] = [];
+    for (let j = i + 1; j < messages.length && messages[j].role === 'tool'; j++) results.push(j);
+    m.toolCalls!.forEach((call, k) => {
+      if (k === 0) out.push({ ...wrapped[i], tool_calls: [calls[0]] });
+      else out.push({ role: 'assistant', content: '', tool_calls: [calls[k]] });
+      if (k === calls.length - 1) return;
+      const answer = results.find((j) => !moved.has(j) && messages[j].toolCallId === call.id);
+      if (answer !== undefined) {
+        out.push(wrapped[answer]);
+        moved.add(answer);
+      }
+    });
+  }
+  return out;
+}
+
 const MONTHS = ['January', 'February', 'March', 'April', 'May', 'June', 'July', 'August', 'September', 'October', 'November', 'December'];
 const DAYS = ['Sunday', 'Monday', 'Tuesday', 'Wednesday', 'Thursday', 'Friday', 'Saturday'];
 
@@ -289,6 +326,13 @@ export class JinjaChatFormat implements ChatFormat {
    * kept when the template shows it verbatim.
    */
   readonly toolArguments: 'string' | 'object';
+  /**
+   * A harmony template (gpt-oss's: `<|channel|>`, `<|call|>`). It writes one tool call per
+   * assistant message and names each tool result after the call before it, so an assistant message
+   * with several calls is handed over as harmony holds them: each call its own message, followed by
+   * its result (see harmonyOrder).
+   */
+  private readonly harmony: boolean;
 
   /**
    * `extra`: variables every rendering gets, as Hugging Face's apply_chat_template passes the
@@ -306,6 +350,7 @@ export class JinjaChatFormat implements ChatFormat {
       throw new WasteError('E_FORMAT', `${source}: the chat template does not parse (${(e as Error).message})`);
     }
     this.syntax = syntaxOf(text);
+    this.harmony = text.includes('<|channel|>') && text.includes('<|call|>');
     this.toolArguments = this.probeToolArguments();
     // what follows an assistant message's content, up to the next message (or the end)
     const probe = this.renderTemplate([
@@ -369,6 +414,7 @@ export class JinjaChatFormat implements ChatFormat {
         out.tool_calls = m.toolCalls.map((c) => ({ id: guard(c.id), type: 'function', function: { name: guard(c.name), arguments: callArguments(c.arguments) } }));
       return out;
     });
+    const given = this.harmony ? harmonyOrder(messages, wrapped) : wrapped;
     let text: string;
     try {
       // as Hugging Face's apply_chat_template: messages, tools (None without any), documents,
@@ -376,7 +422,7 @@ export class JinjaChatFormat implements ChatFormat {
       text = renderJinja(this.template, {
         ...this.extra,
         ...(wrapStrings(vars) as Record<string, unknown>),
-        messages: wrapped,
+        messages: given,
         tools: tools?.length ? wrapStrings(tools) : null,
         documents: null,
         add_generation_prompt: open,
