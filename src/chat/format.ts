@@ -407,6 +407,8 @@ export class JinjaChatFormat implements ChatFormat {
       // unless it is the message a continuation starts from, whose place must be found
       const out: Record<string, unknown> = { role: m.role, content: content === '' && !(continueFinal && last) ? '' : `${OPEN}${i}:${content}${CLOSE}` };
       if (m.toolCallId !== undefined) out.tool_call_id = guard(m.toolCallId);
+      // the speaker's name, as a client sent it (Kimi K2's template writes it in place of the role)
+      if (m.name !== undefined) out.name = guard(m.name);
       // reasoning under both names templates read it by: reasoning_content (Qwen3's, GLM's,
       // DeepSeek's), thinking (harmony's)
       if (m.reasoning) out.reasoning_content = out.thinking = plain(m.reasoning);

@@ -17,7 +17,7 @@ rendering after the final message's content, as transformers does. strftime_now 
 2026-01-15 so the goldens do not change with the day (the test pins the engine's the same way).
 
 Messages go to the template as this engine hands them over (src/chat/format.ts): role, content
-(a string, '' when empty), tool_call_id, reasoning_content and thinking (both, when the assistant
+(a string, '' when empty), name (when the client gave one), tool_call_id, reasoning_content and thinking (both, when the assistant
 message has reasoning), tool_calls as [{id, type: 'function', function: {name, arguments}}] with
 arguments the JSON text or the parsed object, as templates.json says for the template.
 
@@ -57,6 +57,8 @@ def environment():
 
 def template_message(m, arguments):
     out = {'role': m['role'], 'content': m.get('content', '')}
+    if 'name' in m:
+        out['name'] = m['name']
     if 'toolCallId' in m:
         out['tool_call_id'] = m['toolCallId']
     if m.get('reasoning'):
