@@ -254,6 +254,68 @@ export function harmonyOrder(messages: readonly ChatMessage[], wrapped: readonly
   return out;
 }
 
+/**
+ * A sentinel rendering's segments fitted to the rendering without sentinels, where the template
+ * changed what it wrote of a client's text (stripped it): every markup segment must appear in
+ * `raw` exactly where it falls, and a run of text between two markups becomes what `raw` holds
+ * there — which must be a piece of the run's own text (a template may trim a content, never add
+ * to it). The run is taken as long as it can be, so no text is ever taken for markup. Undefined
+ * when they do not fit.
+ */
+function alignToRaw(segments: Segment[], owner: (number | undefined)[], segText: (k: number) => string, raw: string): { segments: Segment[]; owner: (number | undefined)[] } | undefined {
+  const out: Segment[] = [];
+  const outOwner: (number | undefined)[] = [];
+  let at = 0;
+  let k = 0;
+  while (k < segments.length) {
+    const s = segments[k];
+    if (s.kind === 'markup') {
+      if (!raw.startsWith(s.text, at)) return undefined;
+      out.push(s);
+      outOwner.push(undefined);
+      at += s.text.length;
+      k++;
+      continue;
+    }
+    // a run of text segments, up to the next markup that is not empty
+    let r = k;
+    while (r < segments.length && segments[r].kind !== 'markup') r++;
+    let next = r;
+    while (next < segments.length && segments[next].kind === 'markup' && (segments[next] as { text: string }).text === '') next++;
+    const run = segments.slice(k, r).map((_, j) => segText(k + j)).join('');
+    if (raw.startsWith(run, at)) {
+      for (let j = k; j < r; j++) {
+        out.push(segments[j]);
+        outOwner.push(owner[j]);
+      }
+      at += run.length;
+      k = r;
+      continue;
+    }
+    // the run was changed: the longest piece of raw from here that is a piece of the run and is
+    // followed by the next markup (or is the end)
+    const follow = next < segments.length ? (segments[next] as { text: string }).text : undefined;
+    let end = -1;
+    for (let e = Math.min(raw.length, at + run.length); e >= at; e--) {
+      if (follow === undefined ? e !== raw.length : !raw.startsWith(follow, e)) continue;
+      if (run.includes(raw.slice(at, e))) {
+        end = e;
+        break;
+      }
+    }
+    if (end < 0) return undefined;
+    // one text segment for the run, its owner the run's if they agree
+    const owners = new Set(owner.slice(k, r));
+    if (end > at) {
+      out.push({ kind: 'text', text: raw.slice(at, end) });
+      outOwner.push(owners.size === 1 ? owner[k] : undefined);
+    }
+    at = end;
+    k = r;
+  }
+  return at === raw.length ? { segments: out, owner: outOwner } : undefined;
+}
+
 const MONTHS = ['January', 'February', 'March', 'April', 'May', 'June', 'July', 'August', 'September', 'October', 'November', 'December'];
 const DAYS = ['Sunday', 'Monday', 'Tuesday', 'Wednesday', 'Thursday', 'Friday', 'Saturday'];
 
@@ -390,51 +452,11 @@ export class JinjaChatFormat implements ChatFormat {
 
   private renderTemplate(messages: ChatMessage[], open: boolean, tools?: unknown[], vars: Record<string, unknown> = {}, continueFinal = false, argumentsAs = this.toolArguments): { segments: Segment[]; ids: Map<number, number[]> } {
     const ids = new Map<number, number[]>();
-    const callArguments = (text: string): unknown => {
-      if (argumentsAs === 'string') return plain(text);
-      try {
-        return wrapStrings(JSON.parse(text));
-      } catch {
-        // not JSON (a malformed call the model wrote): shown as the text it is
-        return plain(text);
-      }
-    };
-    const wrapped = messages.map((m, i) => {
-      const content = m.content.replace(SENTINELS, '');
-      if (m.ids) ids.set(i, m.ids);
-      const last = i === messages.length - 1;
-      // an empty content is the empty string the template tests as false (`{% if content %}`),
-      // unless it is the message a continuation starts from, whose place must be found
-      const out: Record<string, unknown> = { role: m.role, content: content === '' && !(continueFinal && last) ? '' : `${OPEN}${i}:${content}${CLOSE}` };
-      if (m.toolCallId !== undefined) out.tool_call_id = guard(m.toolCallId);
-      // the speaker's name, as a client sent it (Kimi K2's template writes it in place of the role)
-      if (m.name !== undefined) out.name = guard(m.name);
-      // reasoning under both names templates read it by: reasoning_content (Qwen3's, GLM's,
-      // DeepSeek's), thinking (harmony's)
-      if (m.reasoning) out.reasoning_content = out.thinking = plain(m.reasoning);
-      if (m.toolCalls?.length)
-        out.tool_calls = m.toolCalls.map((c) => ({ id: guard(c.id), type: 'function', function: { name: guard(c.name), arguments: callArguments(c.arguments) } }));
-      return out;
-    });
-    const given = this.harmony ? harmonyOrder(messages, wrapped) : wrapped;
-    let text: string;
-    try {
-      // as Hugging Face's apply_chat_template: messages, tools (None without any), documents,
-      // add_generation_prompt, the tokenizer's special tokens, then the request's variables
-      text = renderJinja(this.template, {
-        ...this.extra,
-        ...(wrapStrings(vars) as Record<string, unknown>),
-        messages: given,
-        tools: tools?.length ? wrapStrings(tools) : null,
-        documents: null,
-        add_generation_prompt: open,
-      });
-    } catch (e) {
-      throw new WasteError('E_FORMAT', `${this.source}: the chat template failed (${(e as Error).message})`);
-    }
-    const segments: Segment[] = [];
-    // the last segment that is the final message's content (where a continued message is cut)
-    let finalAt = -1;
+    for (const [i, m] of messages.entries()) if (m.ids) ids.set(i, m.ids);
+    const text = this.renderText(messages, open, tools, vars, continueFinal, argumentsAs, true);
+    // each segment, and the message whose content it is (undefined: markup, or another string a client wrote)
+    let segments: Segment[] = [];
+    let owner: (number | undefined)[] = [];
     let i = 0;
     while (i < text.length) {
       const o = text.indexOf(OPEN, i);
@@ -442,28 +464,93 @@ export class JinjaChatFormat implements ChatFormat {
       if (o < 0) {
         if (c >= 0) throw this.mangled();
         segments.push({ kind: 'markup', text: text.slice(i) });
+        owner.push(undefined);
         break;
       }
       if (c >= 0 && c < o) throw this.mangled();
       segments.push({ kind: 'markup', text: text.slice(i, o) });
+      owner.push(undefined);
       const end = text.indexOf(CLOSE, o + 1);
       const m = /^(\d+|s):/.exec(text.slice(o + 1, end));
       if (end < 0 || !m || text.slice(o + 1, end).includes(OPEN)) throw this.mangled();
       const body = text.slice(o + 1 + m[0].length, end);
-      const gen = m[1] === 's' ? undefined : ids.get(Number(m[1]));
-      if (continueFinal && m[1] === String(messages.length - 1)) {
-        finalAt = segments.length;
-        segments.push({ kind: 'text', text: body });
-      } else segments.push(gen && body === messages[Number(m[1])].content.replace(SENTINELS, '') ? { kind: 'ids', ids: gen } : { kind: 'text', text: body });
+      const from = m[1] === 's' ? undefined : Number(m[1]);
+      const gen = from === undefined ? undefined : ids.get(from);
+      segments.push(gen && !(continueFinal && from === messages.length - 1) && body === messages[from!].content.replace(SENTINELS, '') ? { kind: 'ids', ids: gen } : { kind: 'text', text: body });
+      owner.push(from);
       i = end + 1;
+    }
+    // The same inputs without sentinels, as Python renders them: where the template applied string
+    // methods to a content (Qwen3 strips its reasoning's line breaks), the sentinels were in the
+    // way, and what it writes of that content is taken from this rendering instead.
+    const raw = this.renderText(messages, open, tools, vars, continueFinal, argumentsAs, false);
+    const segText = (k: number) => {
+      const s = segments[k];
+      return s.kind === 'ids' ? messages[owner[k]!].content : s.text;
+    };
+    if (segments.map((_, k) => segText(k)).join('') !== raw) {
+      const aligned = alignToRaw(segments, owner, segText, raw);
+      if (!aligned) throw this.mangled();
+      ({ segments, owner } = aligned);
     }
     if (continueFinal) {
       // as Hugging Face's continue_final_message: the conversation rendered closed, cut after the
       // final message's content
+      const finalAt = owner.lastIndexOf(messages.length - 1);
       if (finalAt < 0) throw new WasteError('E_UNSUPPORTED', `${this.source}: the chat template does not write the final assistant message's content, so it cannot be continued`);
       segments.length = finalAt + 1;
     }
     return { segments, ids };
+  }
+
+  /**
+   * The template rendered on the conversation: with `wrap`, every string a client wrote inside
+   * sentinels (each message's content marked with its index), else as it is (as Python renders it).
+   */
+  private renderText(messages: ChatMessage[], open: boolean, tools: unknown[] | undefined, vars: Record<string, unknown>, continueFinal: boolean, argumentsAs: 'string' | 'object', wrap: boolean): string {
+    const asText = wrap ? plain : (s: string) => s.replace(SENTINELS, '');
+    const asName = wrap ? guard : (s: string) => s.replace(SENTINELS, '');
+    const asValue = wrap ? wrapStrings : (v: unknown) => v;
+    const callArguments = (text: string): unknown => {
+      if (argumentsAs === 'string') return asText(text);
+      try {
+        return asValue(JSON.parse(text));
+      } catch {
+        // not JSON (a malformed call the model wrote): shown as the text it is
+        return asText(text);
+      }
+    };
+    const wrapped = messages.map((m, i) => {
+      const content = m.content.replace(SENTINELS, '');
+      const last = i === messages.length - 1;
+      // an empty content is the empty string the template tests as false (`{% if content %}`),
+      // unless it is the message a continuation starts from, whose place must be found
+      const out: Record<string, unknown> = { role: m.role, content: !wrap || (content === '' && !(continueFinal && last)) ? content : `${OPEN}${i}:${content}${CLOSE}` };
+      if (m.toolCallId !== undefined) out.tool_call_id = asName(m.toolCallId);
+      // the speaker's name, as a client sent it (Kimi K2's template writes it in place of the role)
+      if (m.name !== undefined) out.name = asName(m.name);
+      // reasoning under both names templates read it by: reasoning_content (Qwen3's, GLM's,
+      // DeepSeek's), thinking (harmony's)
+      if (m.reasoning) out.reasoning_content = out.thinking = asText(m.reasoning);
+      if (m.toolCalls?.length)
+        out.tool_calls = m.toolCalls.map((c) => ({ id: asName(c.id), type: 'function', function: { name: asName(c.name), arguments: callArguments(c.arguments) } }));
+      return out;
+    });
+    const given = this.harmony ? harmonyOrder(messages, wrapped) : wrapped;
+    try {
+      // as Hugging Face's apply_chat_template: messages, tools (None without any), documents,
+      // add_generation_prompt, the tokenizer's special tokens, then the request's variables
+      return renderJinja(this.template, {
+        ...this.extra,
+        ...(asValue(vars) as Record<string, unknown>),
+        messages: given,
+        tools: tools?.length ? asValue(tools) : null,
+        documents: null,
+        add_generation_prompt: open,
+      });
+    } catch (e) {
+      throw new WasteError('E_FORMAT', `${this.source}: the chat template failed (${(e as Error).message})`);
+    }
   }
 
   private mangled(): WasteError {
