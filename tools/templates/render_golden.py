@@ -119,9 +119,11 @@ def main():
         out = json.dumps({'template': spec['file'], 'jinja2': jinja2.__version__, 'cases': cases}, ensure_ascii=False, indent=1) + '\n'
         path = os.path.join(GOLDEN, spec['name'] + '.json')
         if check:
+            # the renderings, whichever Jinja2 3.x wrote them
             with open(path, encoding='utf-8') as f:
-                if f.read() != out:
-                    stale.append(path)
+                kept = json.load(f)
+            if kept['template'] != spec['file'] or kept['cases'] != cases:
+                stale.append(path)
         else:
             with open(path, 'w', encoding='utf-8') as f:
                 f.write(out)
