@@ -46,7 +46,9 @@ the CLI write "max" when thinking is on and no effort is named); --json's segmen
 as it cuts them, each tokenized on its own. For any other model the request goes through the server's
 path (thinking → the template's thinking/enable_thinking, thinking_effort → reasoning_effort), and
 --json's segments are the ones this engine's encoder tokenizes apart: the template's markup (markup
-mode) and each message's text (plain mode).`;
+mode) and each message's text (plain mode). A Jinja template is rendered as Hugging Face's
+apply_chat_template renders it: with the tokenizer's bos_token and eos_token, tools (or none),
+add_generation_prompt and the thinking variables.`;
 
 /** The architecture a model directory declares (its manifest's config, or a checkpoint's config.json), without opening it. */
 function archOf(dir: string): string | undefined {
