@@ -178,4 +178,53 @@ export const GOLDEN_CASES: GoldenCase[] = [
     ids: [3, 77, 160, 160, 21, 300, 8, 45, 2, 90, 111, 250, 6, 318, 12, 40],
     tolerance: 2e-5,
   },
+  {
+    // Qwen3-Next as released: 3 Gated DeltaNet layers then gated full attention (partial RoPE 0.25),
+    // value heads 2 per key head, q/k/v/z and b/a packed per key-head group, zero-centred norms,
+    // a dense layer (mlp_only_layers), softmax top 2 of 8 renormalised plus a sigmoid-gated shared expert
+    name: 'qwen3-next-checkpoint',
+    checkpoint: { shape: 'qwen3-next-tiny', seed: 9, shards: 2 },
+    ids: [17, 300, 5, 5, 64, 128, 1, 250, 99, 42, 7, 319, 0, 200],
+    tolerance: 2e-5,
+  },
+  {
+    // Qwen3-Next's other settings: an irregular layer_types, 3 value heads per key head, a conv of
+    // 3 taps, every projection biased, the head tied, one kv head, head_dim 24 rotated by half,
+    // MoE every second layer, top 3 of 6 not renormalised
+    name: 'qwen3-next-awkward',
+    checkpoint: {
+      shape: 'qwen3-next-tiny',
+      seed: 10,
+      layers: 6,
+      experts: 6,
+      config: {
+        layer_types: ['linear_attention', 'full_attention', 'linear_attention', 'linear_attention', 'full_attention', 'linear_attention'],
+        linear_num_key_heads: 1,
+        linear_num_value_heads: 3,
+        linear_key_head_dim: 12,
+        linear_value_head_dim: 12,
+        linear_conv_kernel_dim: 3,
+        attention_bias: true,
+        tie_word_embeddings: true,
+        num_key_value_heads: 1,
+        head_dim: 24,
+        partial_rotary_factor: 0.5,
+        decoder_sparse_step: 2,
+        mlp_only_layers: [],
+        norm_topk_prob: false,
+        num_experts_per_tok: 3,
+        rope_theta: 5000,
+      },
+    },
+    ids: [3, 77, 160, 160, 21, 300, 8, 45, 2, 90, 111, 250, 6, 318, 12, 40],
+    tolerance: 2e-5,
+  },
+  {
+    // Qwen3.5 MoE's language model: in_proj_qkv / z / b / a apart, 3 value heads per key head, MQA,
+    // every layer MoE (top 3 of 8, always renormalised), rope_parameters
+    name: 'qwen3.5-moe-checkpoint',
+    checkpoint: { shape: 'qwen3.5-moe-tiny', seed: 11, shards: 2 },
+    ids: [9, 310, 44, 44, 0, 128, 1, 251, 98, 43, 8, 300, 2],
+    tolerance: 2e-5,
+  },
 ];

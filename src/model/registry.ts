@@ -11,11 +11,12 @@ import type { Architecture } from './architecture.js';
 import { kimiK3 } from './kimi/k3.js';
 import { kimiLinear } from './kimi/linear.js';
 import { qwen3Moe } from './qwen3-moe/index.js';
+import { qwen3Next } from './qwen3-next/index.js';
 import { textConfig } from './kimi/config.js';
 import { CheckpointSource } from './sources/checkpoint-source.js';
 
 /** Every architecture this build runs, the most specific first. */
-export const ARCHITECTURES: readonly Architecture[] = [kimiK3, kimiLinear, qwen3Moe];
+export const ARCHITECTURES: readonly Architecture[] = [kimiK3, kimiLinear, qwen3Moe, qwen3Next];
 
 /** The architecture that runs a config (a manifest's `config`, or a checkpoint's config.json). */
 export function architectureOf(cfg: Fields): Architecture {
