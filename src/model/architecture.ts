@@ -40,6 +40,8 @@ export interface Architecture<C extends ModelConfig = ModelConfig> {
   readonly chatFormat?: NativeChatFormat;
   /** Images in, for an architecture with a vision tower. */
   readonly vision?: VisionSupport;
+  /** Why images are refused, for an architecture without one whose releases carry a tower it does not run. */
+  readonly visionRefusal?: string;
   /**
    * A checkpoint's routed experts, by HuggingFace name: matrix `kind` (0 gate, 1 up, 2 down) of
    * expert e of layer L; and, for any tensor name, the layer whose routed experts it holds (undefined:

@@ -1,6 +1,7 @@
 import type { Architecture } from '../architecture.js';
 import { loadTrunk, planTrunk } from '../base/binder.js';
-import { WasteError } from '../../util/errors.js';
+import { WasteError, unsupported } from '../../util/errors.js';
+import type { WeightSource } from '../sources/source.js';
 import { countTransformerParams, transformerWidest } from '../transformer/config.js';
 import { describeTransformer } from '../transformer/describe.js';
 import { gdnChannels, gdnProjWidths } from '../blocks/gated-deltanet.js';
@@ -37,13 +38,29 @@ function describe(cfg: Qwen3NextConfig) {
   return { fields: { ...d.fields, deltaNet: { ...g, layers: n }, family: cfg.family }, lines: d.lines };
 }
 
+/**
+ * Qwen3.5's own checkpoints keep the language model under `model.language_model.` (the head at
+ * `lm_head.weight`) and may stack the experts (`mlp.experts.gate_up_proj` [E, 2I, H]); this build
+ * binds `model.layers.N.mlp.experts.E.*` (the text-only form, and Qwen3-Next's), and says so by name.
+ */
+function refuseReleaseLayout(src: WeightSource, cfg: Qwen3NextConfig): void {
+  if (!src.has('model.embed_tokens.weight') && src.has('model.language_model.embed_tokens.weight'))
+    throw unsupported(`${src.label}: Qwen3.5's release layout (the language model under model.language_model.) is not read by this build yet; its text-only form (model_type qwen3_5_moe_text, tensors under model.) is`);
+  const L = cfg.layerKinds.findIndex((k) => k.ffn === 'moe');
+  if (L >= 0 && src.has(`model.layers.${L}.mlp.experts.gate_up_proj`))
+    throw unsupported(`${src.label}: stacked experts (model.layers.${L}.mlp.experts.gate_up_proj) are not read by this build yet; it reads one tensor per expert matrix (mlp.experts.N.gate_proj…)`);
+}
+
 /** Qwen3-Next (`qwen3_next`: Qwen3-Next-80B-A3B) and Qwen3.5 MoE's language model (`qwen3_5_moe`, `qwen3_5_moe_text`). */
 export const qwen3Next: Architecture<Qwen3NextConfig> = {
   id: 'qwen3-next',
   claims: (cfg) => cfg.given('model_type') && (QWEN3_NEXT_TYPES as readonly string[]).includes(String(cfg.raw('model_type'))),
   parseConfig: parseQwen3NextConfig,
   countParams,
-  planWeights: (src, cfg, q) => planTrunk(src, cfg, q, QWEN3_NEXT_LAYOUT),
+  planWeights(src, cfg, q) {
+    refuseReleaseLayout(src, cfg);
+    return planTrunk(src, cfg, q, QWEN3_NEXT_LAYOUT);
+  },
   stateBytes: (cfg, maxContext) => Qwen3NextState.layerBytes(cfg, maxContext),
   scratchBytes: (cfg, chunk, maxContext, q, role) => Qwen3NextScratch.bytes(cfg, maxContext, chunk, q, role),
   widestInput: (cfg) => Math.max(transformerWidest(cfg), cfg.gdn.vHeads * cfg.gdn.headDim),
@@ -55,6 +72,7 @@ export const qwen3Next: Architecture<Qwen3NextConfig> = {
   expertTensor: (layer, e, kind) => QWEN3_NEXT_NAMES.expert(layer, e, kind),
   expertLayerOf: qwen3NextExpertLayerOf,
   describe,
+  visionRefusal: "qwen3-next runs no vision tower (Qwen3.5's releases have one; this build runs their language model only)",
   synth: qwen3NextSynth,
   releases: QWEN3_NEXT_RELEASES,
 };
