@@ -220,11 +220,21 @@ export const GOLDEN_CASES: GoldenCase[] = [
     tolerance: 2e-5,
   },
   {
-    // Qwen3.5 MoE's language model: in_proj_qkv / z / b / a apart, 3 value heads per key head, MQA,
+    // Qwen3.5 MoE as released: the config nested beside a vision config, the language model under
+    // model.language_model. with its experts stacked (gate_up_proj, down_proj), a vision tower and
+    // an MTP tensor beside it; in_proj_qkv / z / b / a apart, 3 value heads per key head, MQA,
     // every layer MoE (top 3 of 8, always renormalised), rope_parameters
     name: 'qwen3.5-moe-checkpoint',
     checkpoint: { shape: 'qwen3.5-moe-tiny', seed: 11, shards: 2 },
     ids: [9, 310, 44, 44, 0, 128, 1, 251, 98, 43, 8, 300, 2],
+    tolerance: 2e-5,
+  },
+  {
+    // Qwen3.5 MoE's text-only form (qwen3_5_moe_text, tensors under model., one tensor per expert
+    // matrix), with a tied head and a 2-tap conv
+    name: 'qwen3.5-moe-text',
+    checkpoint: { shape: 'qwen3.5-moe-tiny', seed: 12, layers: 5, config: { _outer: null, tie_word_embeddings: true, linear_conv_kernel_dim: 2, num_experts_per_tok: 2 } },
+    ids: [4, 300, 12, 12, 99, 1, 250, 7, 64, 128, 5],
     tolerance: 2e-5,
   },
 ];

@@ -11,7 +11,9 @@ import { parseQwen3NextConfig } from '../src/model/qwen3-next/config.js';
 import { qwen3Next } from '../src/model/qwen3-next/index.js';
 import type { WeightSource } from '../src/model/sources/source.js';
 import { Fields, type JsonObject } from '../src/util/fields.js';
-import { synth } from './helpers.js';
+import { checkpoint, synth } from './helpers.js';
+import { SafetensorsSet } from '../src/checkpoint/safetensors.js';
+import { CheckpointWeights } from '../src/checkpoint/weights.js';
 
 const flat = (): JsonObject => qwen3Next.synth!.config('qwen3.5-moe-tiny', {});
 const next = (): JsonObject => qwen3Next.synth!.config('qwen3-next-tiny', {});
@@ -53,11 +55,33 @@ describe('qwen3-next config', () => {
     for (const [cfg, re] of bad) assert.throws(() => parse(JSON.parse(JSON.stringify(cfg))), re, JSON.stringify(re));
   });
 
-  it("refuses Qwen3.5's own checkpoint layout by name (model.language_model., stacked experts)", () => {
+  it("refuses stacked experts outside Qwen3.5's release layout, by name", () => {
     const cfg = parse(flat());
     const src = (names: string[]) => ({ label: 'ckpt', has: (n: string) => names.includes(n) }) as unknown as WeightSource;
-    assert.throws(() => qwen3Next.planWeights(src(['model.language_model.embed_tokens.weight']), cfg, undefined), /model\.language_model\./);
     assert.throws(() => qwen3Next.planWeights(src(['model.embed_tokens.weight', 'model.layers.0.mlp.experts.gate_up_proj']), cfg, undefined), /stacked experts/);
+  });
+
+  it("reads Qwen3.5's release layout: model.language_model. as model., stacked experts one per matrix, the tower and MTP unlisted", () => {
+    const dir = checkpoint({ shape: 'qwen3.5-moe-tiny', seed: 3 }, 'q35-release');
+    const st = SafetensorsSet.open(dir);
+    try {
+      assert.ok(st.names().includes('model.language_model.layers.0.mlp.experts.gate_up_proj'));
+      const w = new CheckpointWeights(st, CheckpointWeights.prefixOf(st));
+      assert.equal(w.prefix, '');
+      const names = w.names();
+      assert.ok(names.includes('model.embed_tokens.weight') && names.includes('lm_head.weight'));
+      assert.ok(!names.some((n) => n.startsWith('mtp.') || n.includes('visual') || n.includes('language_model') || n.endsWith('gate_up_proj')));
+      assert.deepEqual(w.info('model.layers.1.mlp.experts.7.up_proj.weight').shape, [32, 64]);
+      assert.deepEqual(w.info('model.layers.1.mlp.experts.7.down_proj.weight').shape, [64, 32]);
+      // expert 7's up rows are rows 32..63 of its [64, 64] slab of gate_up_proj
+      const a = new Float32Array(64);
+      const b = new Float32Array(64);
+      w.readRows('model.layers.1.mlp.experts.7.up_proj.weight', 3, 1, a);
+      st.readRows('model.language_model.layers.1.mlp.experts.gate_up_proj', 7 * 64 + 32 + 3, 1, b);
+      assert.deepEqual(a, b);
+    } finally {
+      st.close();
+    }
   });
 
   it("refuses images, saying the tower is not run", async () => {

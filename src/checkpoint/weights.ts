@@ -10,6 +10,8 @@ export interface CheckpointTensor {
   /** Bytes it takes in the checkpoint (both halves of an MXFP4 pair). */
   sourceBytes: number;
   mxfp4: boolean;
+  /** Where its rows are stored when that is not under its own name: a renamed tensor, or one expert's rows of stacked experts (from row `row0`). */
+  from?: { full: string; row0: number };
 }
 
 /**
@@ -17,6 +19,9 @@ export interface CheckpointTensor {
  * MXFP4-packed matrices (K3's routed experts) read as the f32 matrices they stand for. Tensors
  * outside the prefix (K3's vision tower) are listed apart.
  */
+/** Where a Qwen3.5 release keeps its language model. */
+const WRAPPED = 'model.language_model.';
+
 export class CheckpointWeights {
   private readonly logical = new Map<string, CheckpointTensor>();
   /** Tensors outside the prefix, by their full names. */
@@ -54,6 +59,38 @@ export class CheckpointWeights {
       const m = /^(.*)\.weight_scale$/.exec(full);
       if (m && full.startsWith(prefix) && !st.has(`${m[1]}.weight_packed`)) throw new WasteError('E_FORMAT', `the checkpoint has ${full} but not ${m[1]}.weight_packed`);
     }
+    if (prefix === '' && this.logical.has(`${WRAPPED}embed_tokens.weight`) && !this.logical.has('model.embed_tokens.weight')) this.unwrap();
+  }
+
+  /**
+   * Qwen3.5's release layout, read as its text-only form: the language model's tensors under
+   * `model.language_model.` named under `model.` (the head stays `lm_head.weight`), stacked experts
+   * (`mlp.experts.gate_up_proj` [E, 2I, H], gate rows first; `mlp.experts.down_proj` [E, H, I]) as
+   * one tensor per expert matrix, and what the text model does not run (the vision tower
+   * `model.visual.*`, the MTP layer `mtp.*`) not listed.
+   */
+  private unwrap(): void {
+    const entries = [...this.logical.values()];
+    this.logical.clear();
+    for (const t of entries) {
+      if (t.name === 'lm_head.weight') this.logical.set(t.name, t);
+      if (!t.name.startsWith(WRAPPED) || t.mxfp4) continue;
+      const name = `model.${t.name.slice(WRAPPED.length)}`;
+      const m = /^(.*\.mlp\.experts)\.(gate_up_proj|down_proj)(?:\.weight)?$/.exec(name);
+      if (!m || t.shape.length !== 3) {
+        this.logical.set(name, { ...t, name, from: { full: t.name, row0: 0 } });
+        continue;
+      }
+      const [E, R, C] = t.shape;
+      const half = R / 2;
+      if (m[2] === 'gate_up_proj' && R % 2) throw new WasteError('E_FORMAT', `the checkpoint's ${t.name} [${t.shape}] has an odd number of rows (gate and up halves)`);
+      const parts: [string, number, number][] = m[2] === 'gate_up_proj' ? [['gate_proj', 0, half], ['up_proj', half, half]] : [['down_proj', 0, R]];
+      for (let e = 0; e < E; e++)
+        for (const [kind, off, rows] of parts) {
+          const en = `${m[1]}.${e}.${kind}.weight`;
+          this.logical.set(en, { name: en, shape: [rows, C], sourceBytes: (t.sourceBytes * rows) / (E * R), mxfp4: false, from: { full: t.name, row0: e * R + off } });
+        }
+    }
   }
 
   /**
@@ -83,6 +120,7 @@ export class CheckpointWeights {
   /** Rows [row0, row0 + n) as f32 (decoded exactly when packed) into `out`. */
   readRows(name: string, row0: number, n: number, out: Float32Array): void {
     const t = this.info(name);
+    if (t.from) return this.st.readRows(t.from.full, t.from.row0 + row0, n, out);
     if (!t.mxfp4) return this.st.readRows(this.prefix + name, row0, n, out);
     const cols = t.shape[1];
     const base = this.prefix + name.slice(0, -'.weight'.length);

@@ -39,16 +39,13 @@ function describe(cfg: Qwen3NextConfig) {
 }
 
 /**
- * Qwen3.5's own checkpoints keep the language model under `model.language_model.` (the head at
- * `lm_head.weight`) and may stack the experts (`mlp.experts.gate_up_proj` [E, 2I, H]); this build
- * binds `model.layers.N.mlp.experts.E.*` (the text-only form, and Qwen3-Next's), and says so by name.
+ * Stacked experts outside Qwen3.5's release layout (which the checkpoint reader unstacks): this
+ * build binds `model.layers.N.mlp.experts.E.*`, and says so by name.
  */
 function refuseReleaseLayout(src: WeightSource, cfg: Qwen3NextConfig): void {
-  if (!src.has('model.embed_tokens.weight') && src.has('model.language_model.embed_tokens.weight'))
-    throw unsupported(`${src.label}: Qwen3.5's release layout (the language model under model.language_model.) is not read by this build yet; its text-only form (model_type qwen3_5_moe_text, tensors under model.) is`);
   const L = cfg.layerKinds.findIndex((k) => k.ffn === 'moe');
-  if (L >= 0 && src.has(`model.layers.${L}.mlp.experts.gate_up_proj`))
-    throw unsupported(`${src.label}: stacked experts (model.layers.${L}.mlp.experts.gate_up_proj) are not read by this build yet; it reads one tensor per expert matrix (mlp.experts.N.gate_proj…)`);
+  if (L >= 0 && !src.has(`model.layers.${L}.mlp.experts.0.gate_proj.weight`) && (src.has(`model.layers.${L}.mlp.experts.gate_up_proj`) || src.has(`model.layers.${L}.mlp.experts.gate_up_proj.weight`)))
+    throw unsupported(`${src.label}: stacked experts (model.layers.${L}.mlp.experts.gate_up_proj) outside Qwen3.5's release layout are not read by this build; it reads one tensor per expert matrix (mlp.experts.N.gate_proj…), or a release's model.language_model. layout`);
 }
 
 /** Qwen3-Next (`qwen3_next`: Qwen3-Next-80B-A3B) and Qwen3.5 MoE's language model (`qwen3_5_moe`, `qwen3_5_moe_text`). */

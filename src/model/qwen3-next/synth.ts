@@ -27,11 +27,14 @@ const NEXT: JsonObject = {
   full_attention_interval: 4,
 };
 
-// Qwen3.5's language model as a converted container holds it: text_config flattened to the top
+// Qwen3.5's language model as a converted container holds it: text_config flattened to the top,
+// the wrapper's own keys under `_outer` (its checkpoint is then the release's layout; a config
+// with `_outer: null` is the text-only form)
 const Q35: JsonObject = {
   ...COMMON,
   model_type: 'qwen3_5_moe_text',
   architectures: ['Qwen3_5MoeForConditionalGeneration'],
+  _outer: { model_type: 'qwen3_5_moe', architectures: ['Qwen3_5MoeForConditionalGeneration'], tie_word_embeddings: false },
   rope_parameters: { rope_type: 'default', rope_theta: 10000000.0, partial_rotary_factor: 0.25, mrope_interleaved: true, mrope_section: [11, 11, 10] },
   full_attention_interval: 4,
 };
@@ -211,5 +214,25 @@ export const qwen3NextSynth: FamilySynth<Qwen3NextConfig> = {
   },
   containerFiles: (): Record<string, string> => ({ 'chat_template.jinja': CHATML_TEMPLATE }),
   manifestArch: (flat) => String(flat.model_type),
-  checkpoint: (flat) => ({ config: flat, prefix: '', experts: 'bf16', extra: [], files: {}, chatTemplate: CHATML_TEMPLATE }),
+  checkpoint(flat) {
+    const { _outer: outer, ...text } = flat;
+    if (!outer || typeof outer !== 'object' || Array.isArray(outer)) return { config: text, prefix: '', experts: 'bf16', extra: [], files: {}, chatTemplate: CHATML_TEMPLATE };
+    // the release's layout: the config nested beside a vision config, the language model under
+    // model.language_model. with its experts stacked, a vision tower and an MTP layer the text
+    // model never reads
+    const H = text.hidden_size as number;
+    return {
+      config: { ...outer, text_config: text, vision_config: { model_type: 'qwen3_5_moe', depth: 1, hidden_size: 16, out_hidden_size: H } },
+      prefix: '',
+      rename: (n) => (n.startsWith('model.') ? `model.language_model.${n.slice('model.'.length)}` : n),
+      stackExperts: true,
+      experts: 'bf16',
+      extra: [
+        { name: 'model.visual.blocks.0.attn.qkv.weight', shape: [48, 16], std: 0.1 },
+        { name: 'mtp.fc.weight', shape: [H, 2 * H], std: 0.1 },
+      ],
+      files: {},
+      chatTemplate: CHATML_TEMPLATE,
+    };
+  },
 };
