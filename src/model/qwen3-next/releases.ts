@@ -3,14 +3,14 @@ import type { KnownRelease } from '../release.js';
 const GiB = 2 ** 30;
 
 /**
- * Qwen3-Next's releases. Checkpoint bytes are the parameters in bf16: 79.67 B counted from the
- * config by `waste info`, plus about 1.64 B in the MTP layer the model does not run (one MoE
- * decoder layer and its projection, stored all the same); the shard count as the repositories list
- * it (a dry run of the full repository name reads the real listing); container and floor measured
- * on a full-shape sparse synthetic container (`waste synth --shape qwen3-next-80b-a3b --sparse`,
- * `waste plan --ctx 4096`). Qwen3.5's releases are not listed: their checkpoints keep the language
- * model under `model.language_model.` with stacked experts, which this build does not read yet
- * (its real-width shape `qwen3.5-397b-a17b` plans at a 5.47 GiB floor and a 151.5 GB container).
+ * Qwen3-Next's and Qwen3.5 MoE's releases. Qwen3-Next-80B's checkpoint bytes are its parameters
+ * in bf16: 79.67 B counted from the config by `waste info`, plus about 1.64 B in the MTP layer the
+ * model does not run (one MoE decoder layer and its projection, stored all the same); Qwen3.5-397B's
+ * the published ~794 GB. Shard counts: Qwen3-Next's 41 as its repository lists them; Qwen3.5's an
+ * estimate at Qwen's usual ~4 GB a shard (only the disk estimate of a streamed pull reads it; a dry
+ * run of the full repository name reads the real listing). Container and floor measured on
+ * full-shape sparse synthetic containers (`waste synth --shape qwen3-next-80b-a3b|qwen3.5-397b-a17b
+ * --sparse`, `waste plan --ctx 4096`).
  */
 const NEXT_80B = {
   checkpointBytes: 162.6e9,
@@ -25,4 +25,16 @@ const NEXT_80B = {
 export const QWEN3_NEXT_RELEASES: KnownRelease[] = [
   { short: 'qwen3-next-80b-a3b', repo: 'Qwen/Qwen3-Next-80B-A3B-Instruct', ...NEXT_80B },
   { short: 'qwen3-next-80b-a3b-thinking', repo: 'Qwen/Qwen3-Next-80B-A3B-Thinking', ...NEXT_80B },
+  {
+    short: 'qwen3.5-397b-a17b',
+    repo: 'Qwen/Qwen3.5-397B-A17B',
+    checkpointBytes: 794e9,
+    shards: 200,
+    // 9.8 B parameters outside the routed experts, bf16, and the vision tower's and MTP layer's
+    // non-expert tensors (copied aside with the trunk, though never converted), about 1 GB
+    trunkSourceBytes: 20.6e9,
+    containerBytes: 151.54e9,
+    floorBytes: 5.47 * GiB,
+    parameters: '397 B, 17 B active',
+  },
 ];
