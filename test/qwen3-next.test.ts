@@ -26,10 +26,11 @@ describe('qwen3-next config', () => {
     const nested = { model_type: 'qwen3_5_moe', architectures, tie_word_embeddings: false, text_config: { ...text, model_type: 'qwen3_5_moe_text' }, vision_config: { depth: 2, hidden_size: 32 } };
     const a = parse(nested);
     const b = parse(flat());
-    assert.deepEqual({ ...a, archName: '' }, { ...b, archName: '' });
+    assert.deepEqual({ ...a, archName: '', unrunTower: false }, { ...b, archName: '', unrunTower: false });
     assert.equal(a.family, 'qwen3_5_moe');
     assert.equal(a.gdn.packing, 'split');
     assert.ok(a.layerKinds.every((k) => k.ffn === 'moe'));
+    assert.ok(a.unrunTower && !b.unrunTower && parse({ ...flat(), _outer: { vision_config: {} } }).unrunTower && !parse(next()).unrunTower);
   });
 
   it('lays out the layers by full_attention_interval, or by layer_types (legacy names too)', () => {

@@ -20,6 +20,8 @@ export interface Qwen3NextConfig extends TransformerConfig {
   gdn: GdnShape;
   /** The family as its config names it (the reference's tensor layout follows it). */
   family: 'qwen3_next' | 'qwen3_5_moe';
+  /** The release has a vision tower (a `vision_config` beside the text model's), which this build does not run. */
+  unrunTower: boolean;
 }
 
 /** The text model's keys: the config itself, or a Qwen3.5 wrapper's `text_config`. */
@@ -96,10 +98,13 @@ export function parseQwen3NextConfig(cfg: Fields): Qwen3NextConfig {
   const rope = parseRope(t, headDim, { theta: 10000, partialRotary: 0.25 });
   const bias = t.bool('attention_bias', false);
   const tieKey = cfg.given('tie_word_embeddings') ? cfg : t;
+  const outer = t === cfg && cfg.given('_outer') && typeof cfg.raw('_outer') === 'object' && !Array.isArray(cfg.raw('_outer')) ? cfg.object('_outer') : t === cfg ? undefined : cfg;
+  const unrunTower = outer?.given('vision_config') ?? false;
   return {
     arch: 'qwen3-next',
     archName: archNameOf(cfg, top),
     family,
+    unrunTower,
     layers,
     hidden,
     vocab,

@@ -35,6 +35,7 @@ function describe(cfg: Qwen3NextConfig) {
   d.lines.splice(3, 0, ['deltanet', `${g.kHeads} key heads, ${g.vHeads} value heads × ${g.headDim}, conv ${g.convKernel}, ${g.packing === 'grouped' ? 'in_proj_qkvz/ba' : 'in_proj_qkv/z/b/a'}`]);
   const i = d.lines.findIndex((l) => l[0] === 'MoE');
   if (i >= 0) d.lines[i][1] += ' (σ-gated)';
+  if (cfg.unrunTower) d.lines.push(['vision', "the release's tower is not run: text in, text out"]);
   return { fields: { ...d.fields, deltaNet: { ...g, layers: n }, family: cfg.family }, lines: d.lines };
 }
 
