@@ -49,6 +49,7 @@ describe('qwen3-next config', () => {
       [without(next(), 'norm_topk_prob'), /norm_topk_prob/],
       [{ ...flat(), norm_topk_prob: false }, /always renormalises/],
       [{ ...next(), hidden_act: 'gelu' }, /hidden_act/],
+      [{ ...flat(), attn_output_gate: false }, /attn_output_gate/],
       [without(next(), 'rope_theta'), /rope_theta/],
       [{ model_type: 'qwen3_5_moe', vision_config: {} }, /text_config/],
       [{ ...next(), num_experts_per_tok: 99 }, /num_experts_per_tok/],

@@ -55,6 +55,7 @@ export function parseQwen3NextConfig(cfg: Fields): Qwen3NextConfig {
   if (heads % kvHeads) throw new WasteError('E_FORMAT', `${t.file}: num_attention_heads (${heads}) must be a multiple of num_key_value_heads (${kvHeads})`);
   const headDim = t.int('head_dim', 2, 1024);
   const eps = t.num('rms_norm_eps', 0, 1, undefined, true);
+  if (t.given('attn_output_gate') && !t.bool('attn_output_gate', true)) throw unsupported(`${t.file}: attn_output_gate false (this build computes the gated attention every release has)`);
   // the layer pattern: layer_types, else full attention on every `full_attention_interval`-th layer
   let kinds: string[];
   if (t.given('layer_types')) {
