@@ -119,6 +119,8 @@ export function planConversion(src: string, w: CheckpointWeights, arch: Architec
   for (const name of w.names().sort()) {
     // routed experts are the checkpoint tensors the trunk leaves out
     if (arch.expertLayerOf(name) !== undefined) continue;
+    // nor the layers the model never runs (MTP): their experts have no layer plan either
+    if (arch.unread?.(name, cfg)) continue;
     const info = w.info(name);
     add(w.prefix + name, info.shape, trunkFormat(name, info.shape, settings.trunkBits), info.sourceBytes, (r, n, x) => w.readRows(name, r, n, x));
   }

@@ -47,6 +47,8 @@ export interface Architecture<C extends ModelConfig = ModelConfig> {
    */
   expertTensor(layer: number, expert: number, kind: 0 | 1 | 2): string;
   expertLayerOf(name: string): number | undefined;
+  /** Checkpoint tensors the model never reads (multi-token-prediction layers): neither converted nor kept (absent: every tensor is the model's). */
+  unread?(name: string, cfg: C): boolean;
   /** What `waste info` says of a config: fields for `--json`, and lines of text ([label, value]). */
   describe(cfg: C): { fields: Record<string, unknown>; lines: [string, string][] };
   /** The releases `waste pull` knows by a short name. */
