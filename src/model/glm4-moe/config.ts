@@ -1,7 +1,7 @@
 import { WasteError, unsupported } from '../../util/errors.js';
 import type { Fields } from '../../util/fields.js';
 import { parseRope } from '../blocks/rope.js';
-import { type TransformerConfig, archNameOf, moeLayerKinds, tokenIds } from '../transformer/config.js';
+import { type TransformerConfig, archNameOf, moeLayerKinds, requiredBool, tokenIds } from '../transformer/config.js';
 
 const BIG = 1 << 20;
 
@@ -14,8 +14,11 @@ const BIG = 1 << 20;
  * unbiased scores (renormalised when `norm_topk_prob`) times `routed_scaling_factor`; a shared
  * expert of `n_shared_experts · moe_intermediate_size`; the first `first_k_dense_replace` layers
  * dense; `num_nextn_predict_layers` MTP layers after the last, never read. Keys that size the
- * model, or whose HF default differs from another reading (head_dim, num_key_value_heads), are
- * required by name; the rest take HF's defaults.
+ * model, whose HF default differs from another reading (head_dim, num_key_value_heads), or is not
+ * every release's value (rope_theta, attention_bias, use_qk_norm, routed_scaling_factor,
+ * first_k_dense_replace) are required by name; the rest take HF's defaults, which every release
+ * states (rms_norm_eps 1e-5, partial_rotary_factor 0.5, n_group and topk_group 1, norm_topk_prob,
+ * one shared expert, untied head).
  */
 export function parseGlm4MoeConfig(cfg: Fields): TransformerConfig {
   const type = cfg.str('model_type', undefined, 64);
@@ -39,14 +42,18 @@ export function parseGlm4MoeConfig(cfg: Fields): TransformerConfig {
     throw new WasteError('E_FORMAT', `${cfg.file}: n_routed_experts (${experts}) must split into n_group (${nGroup}) groups of at least 2`);
   const keep = cfg.int('topk_group', 1, nGroup, 1);
   if (keep * (experts / nGroup) < topK) throw new WasteError('E_FORMAT', `${cfg.file}: topk_group (${keep}) groups of ${experts / nGroup} experts hold fewer than num_experts_per_tok (${topK})`);
-  const scale = cfg.num('routed_scaling_factor', 0, 1000, 1, true);
+  if (!cfg.given('routed_scaling_factor')) throw cfg.fail('routed_scaling_factor', "is required (HF's default is 1, GLM-4.5's 2.5)");
+  const scale = cfg.num('routed_scaling_factor', 0, 1000, undefined, true);
   const nShared = cfg.int('n_shared_experts', 0, 64, 1);
-  const firstDense = cfg.int('first_k_dense_replace', 0, layers, 1);
+  if (!cfg.given('first_k_dense_replace')) throw cfg.fail('first_k_dense_replace', "is required (HF's default is 1, GLM-4.5's 3)");
+  const firstDense = cfg.int('first_k_dense_replace', 0, layers);
   const mtp = cfg.int('num_nextn_predict_layers', 0, 16, 0);
   const layerKinds = moeLayerKinds(layers, (L) => L >= firstDense);
   const denseInter = firstDense > 0 ? cfg.int('intermediate_size', 1, BIG) : cfg.int('intermediate_size', 0, BIG, 0);
+  if (!cfg.given('rope_theta') && !cfg.given('rope_parameters')) throw cfg.fail('rope_theta', "is required (HF's default, 10000, is not the releases' 1000000)");
   const rope = parseRope(cfg, headDim, { theta: 10000, partialRotary: 0.5, pairs: 'half' });
-  const bias = cfg.bool('attention_bias', false);
+  const bias = requiredBool(cfg, 'attention_bias', "HF's default is false, the releases say true");
+  const qkNorm = requiredBool(cfg, 'use_qk_norm', 'GLM-4.5 says true, GLM-4.5-Air false');
   return {
     arch: 'glm4-moe',
     archName: archNameOf(cfg, 'glm4_moe'),
@@ -58,7 +65,7 @@ export function parseGlm4MoeConfig(cfg: Fields): TransformerConfig {
     moe: { experts, topK, inter: moeInter, shared: nShared, firstDense, routedScale: scale, renormalize },
     expertWidth: hidden,
     ...tokenIds(cfg, vocab),
-    attention: { heads, kvHeads, headDim, qkNorm: cfg.bool('use_qk_norm', false) ? 'head' : 'none', clip: 0, scale: 1 / Math.sqrt(headDim), eps },
+    attention: { heads, kvHeads, headDim, qkNorm: qkNorm ? 'head' : 'none', clip: 0, scale: 1 / Math.sqrt(headDim), eps },
     rope,
     windows: layerKinds.map(() => 0),
     act: { kind: 'silu' },

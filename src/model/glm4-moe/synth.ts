@@ -1,5 +1,5 @@
 import { Fields, type JsonObject } from '../../util/fields.js';
-import type { FamilySynth, SynthExtraTensor, SynthShapeOptions } from '../synth.js';
+import type { FamilySynth, SynthExtraTensor, SynthShapeOptions, SynthTensor } from '../synth.js';
 import type { TransformerConfig } from '../transformer/config.js';
 import { transformerTensors } from '../transformer/synth.js';
 import { parseGlm4MoeConfig } from './config.js';
@@ -121,6 +121,16 @@ function* mtpTensors(cfg: TransformerConfig): Generator<SynthExtraTensor> {
   }
 }
 
+/**
+ * The model's tensors, the routed experts' down projections drawn 1/routed_scaling_factor as wide:
+ * a trained model's experts are sized for the factor, and random ones scaled by 2.5 would let
+ * the experts drown the residual stream.
+ */
+function* glmTensors(cfg: TransformerConfig): Generator<SynthTensor> {
+  for (const t of transformerTensors(cfg, GLM4_MOE_NAMES))
+    yield t.kind === 'matrix' && t.expert && t.name.endsWith('.down_proj.weight') ? { ...t, std: t.std / cfg.router.scale } : t;
+}
+
 /** GLM-4.5's turns, as much of its template as synthetic models need: [gMASK]<sop>, then <|role|>\n and the text. */
 export const GLM4_TEMPLATE =
   "[gMASK]<sop>{%- for message in messages %}{{- '<|' + message.role + '|>\\n' + message.content }}{%- endfor %}{%- if add_generation_prompt %}{{- '<|assistant|>\\n' }}{%- endif %}";
@@ -133,7 +143,7 @@ export const glm4MoeSynth: FamilySynth<TransformerConfig> = {
   realShapes: ['glm-4.5', 'glm-4.5-air'],
   config: glmConfig,
   prefix: () => '',
-  tensors: (cfg) => transformerTensors(cfg, GLM4_MOE_NAMES),
+  tensors: glmTensors,
   specials: () => GLM4_SPECIALS,
   ids(flat, id) {
     if (!id) return;
