@@ -189,9 +189,11 @@ export const GOLDEN_CASES: GoldenCase[] = [
     tolerance: 2e-5,
   },
   {
-    // GLM-4.5's other settings: no q/k norm (Air), 12 experts in 3 groups of 4 of which 1 is kept,
-    // top 3 not renormalised, scale 1.7, two shared experts, two dense layers, a partial rotary
-    // factor of 0.25 on a head_dim of 24 (6 rotated dims), one kv head, a tied head, 2 MTP layers
+    // GLM-4.5's other settings: no q/k norm (Air), 12 experts in 3 groups of 4 of which 1 is kept
+    // and top 4 chosen (a kept expert whose biased score is below 0 loses to a dropped one, as HF
+    // masks dropped groups to 0), not renormalised, scale 1.7, two shared experts, two dense
+    // layers, a partial rotary factor of 0.25 on a head_dim of 24 (6 rotated dims), one kv head,
+    // a tied head, 2 MTP layers
     name: 'glm4-moe-awkward',
     checkpoint: {
       shape: 'glm4-moe-tiny',
@@ -202,7 +204,7 @@ export const GOLDEN_CASES: GoldenCase[] = [
         use_qk_norm: false,
         n_group: 3,
         topk_group: 1,
-        num_experts_per_tok: 3,
+        num_experts_per_tok: 4,
         norm_topk_prob: false,
         routed_scaling_factor: 1.7,
         n_shared_experts: 2,

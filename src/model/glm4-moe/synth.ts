@@ -122,13 +122,18 @@ function* mtpTensors(cfg: TransformerConfig): Generator<SynthExtraTensor> {
 }
 
 /**
- * The model's tensors, the routed experts' down projections drawn 1/routed_scaling_factor as wide:
- * a trained model's experts are sized for the factor, and random ones scaled by 2.5 would let
- * the experts drown the residual stream.
+ * The model's tensors, with two of GLM's own: the routed experts' down projections drawn
+ * 1/routed_scaling_factor as wide (a trained model's experts are sized for the factor; random ones
+ * scaled by 2.5 would drown the residual stream), and the correction bias drawn in ±0.5, so that
+ * it can make a kept expert's selection score negative — where HF's dropped groups, masked to 0,
+ * outrank it (DeepSeek's own code masks them to −∞).
  */
 function* glmTensors(cfg: TransformerConfig): Generator<SynthTensor> {
-  for (const t of transformerTensors(cfg, GLM4_MOE_NAMES))
-    yield t.kind === 'matrix' && t.expert && t.name.endsWith('.down_proj.weight') ? { ...t, std: t.std / cfg.router.scale } : t;
+  for (const t of transformerTensors(cfg, GLM4_MOE_NAMES)) {
+    if (t.kind === 'matrix' && t.expert && t.name.endsWith('.down_proj.weight')) yield { ...t, std: t.std / cfg.router.scale };
+    else if (t.kind === 'vector' && t.name.endsWith('.e_score_correction_bias')) yield { ...t, lo: -0.5, hi: 0.5 };
+    else yield t;
+  }
 }
 
 /** GLM-4.5's turns, as much of its template as synthetic models need: [gMASK]<sop>, then <|role|>\n and the text. */

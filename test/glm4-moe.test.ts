@@ -1,0 +1,62 @@
+/**
+ * GLM-4.5's own details the shared family tests do not reach: the MTP layers a checkpoint holds
+ * past num_hidden_layers are neither converted nor copied, and its config is refused with one
+ * clear error where the groups cannot hold the top k or a key the releases disagree on is missing.
+ */
+import assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { describe, it } from 'node:test';
+import { SafetensorsSet } from '../src/checkpoint/safetensors.js';
+import { convert } from '../src/convert/convert.js';
+import { glm4MoeSynth } from '../src/model/glm4-moe/synth.js';
+import { parseModelConfig } from '../src/model/registry.js';
+import { WasteError } from '../src/util/errors.js';
+import { Fields } from '../src/util/fields.js';
+import { checkpoint, tmpDir } from './helpers.js';
+
+describe('GLM-4.5 (glm4_moe)', () => {
+  it('a checkpoint\'s MTP layer (model.layers.{num_hidden_layers}) is neither converted nor copied into the trunk', async () => {
+    const ck = checkpoint({ shape: 'glm4-moe-tiny', seed: 5 }, 'glm4-mtp');
+    const st = SafetensorsSet.open(ck);
+    const mtp = st.names().filter((n) => n.startsWith('model.layers.4.'));
+    st.close();
+    assert.ok(mtp.some((n) => n.endsWith('eh_proj.weight')) && mtp.some((n) => n.includes('.mlp.experts.')), 'the synthetic checkpoint has an MTP layer');
+    const out = path.join(tmpDir('glm4-conv'), 'model');
+    await convert(ck, out, { threads: 1 });
+    const manifest = JSON.parse(fs.readFileSync(path.join(out, 'manifest.json'), 'utf8'));
+    const trunk: string[] = manifest.trunk.map((t: { name: string }) => t.name);
+    assert.ok(trunk.some((n) => n.startsWith('model.layers.3.')));
+    assert.deepEqual(trunk.filter((n) => /layers\.4\./.test(n)), []);
+    assert.deepEqual(Object.keys(manifest.layers).sort(), ['1', '2', '3']);
+  });
+
+  const base = () => glm4MoeSynth.config('glm4-moe-tiny', {});
+  const refused = (edit: (c: Record<string, unknown>) => void, pattern: RegExp) => {
+    const c = base() as Record<string, unknown>;
+    edit(c);
+    assert.throws(() => parseModelConfig(Fields.root('config.json', c as never)), (e: unknown) => e instanceof WasteError && pattern.test(e.message));
+  };
+
+  it('refuses groups that do not divide the experts, or kept groups too few for the top k', () => {
+    refused((c) => (c.n_group = 3), /n_group \(3\)/);
+    refused((c) => ((c.topk_group = 1), (c.num_experts_per_tok = 3)), /topk_group \(1\)/);
+    refused((c) => (c.topk_group = 5), /topk_group/);
+  });
+
+  it('requires by name the keys whose HF default is not every release\'s', () => {
+    for (const key of ['rope_theta', 'attention_bias', 'use_qk_norm', 'routed_scaling_factor', 'first_k_dense_replace', 'head_dim', 'num_key_value_heads'])
+      refused((c) => delete c[key], new RegExp(key));
+  });
+
+  it('reads the release\'s settings: 8 of 16 dims rotated in halves, groups, scale, a shared expert, MTP layers skipped', () => {
+    const cfg = parseModelConfig(Fields.root('config.json', base() as never)) as ReturnType<typeof parseModelConfig> & Record<string, any>;
+    assert.equal(cfg.rope.dims, 8);
+    assert.equal(cfg.rope.pairs, 'half');
+    assert.deepEqual(cfg.router, { scoring: 'sigmoid', topK: 2, renormalize: true, scale: 2.5, groups: { count: 4, keep: 2 } });
+    assert.equal(cfg.sharedInter, 32);
+    assert.deepEqual(cfg.bias, { qkv: true, o: false });
+    assert.equal(cfg.skippedLayers, 1);
+    assert.deepEqual(cfg.layerKinds.map((k: { ffn: string }) => k.ffn), ['dense', 'moe', 'moe', 'moe']);
+  });
+});
