@@ -2,18 +2,22 @@
  * GLM-4.5's own details the shared family tests do not reach: the MTP layers a checkpoint holds
  * past num_hidden_layers are neither converted nor copied, and its config is refused with one
  * clear error where the groups cannot hold the top k or a key the releases disagree on is missing.
+ * A pull streams the same container as a conversion of the whole download, its MTP layer's shard
+ * deleted like the others.
  */
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { describe, it } from 'node:test';
+import { after, before, describe, it } from 'node:test';
 import { SafetensorsSet } from '../src/checkpoint/safetensors.js';
 import { convert } from '../src/convert/convert.js';
 import { glm4MoeSynth } from '../src/model/glm4-moe/synth.js';
 import { parseModelConfig } from '../src/model/registry.js';
 import { WasteError } from '../src/util/errors.js';
 import { Fields } from '../src/util/fields.js';
+import { pull } from '../src/pull/pull.js';
 import { checkpoint, tmpDir } from './helpers.js';
+import { HubServer } from './hub-server.js';
 
 describe('GLM-4.5 (glm4_moe)', () => {
   it('a checkpoint\'s MTP layer (model.layers.{num_hidden_layers}) is neither converted nor copied into the trunk', async () => {
@@ -58,5 +62,38 @@ describe('GLM-4.5 (glm4_moe)', () => {
     assert.deepEqual(cfg.bias, { qkv: true, o: false });
     assert.equal(cfg.skippedLayers, 1);
     assert.deepEqual(cfg.layerKinds.map((k: { ffn: string }) => k.ffn), ['dense', 'moe', 'moe', 'moe']);
+  });
+});
+
+describe('GLM-4.5: waste pull of a sharded checkpoint with an MTP layer, from a local hub', () => {
+  const src = checkpoint({ shape: 'glm4-moe-tiny', seed: 9, shards: 3 }, 'glm4-hub-src');
+  const ref = path.join(tmpDir('glm4-ref'), 'model');
+  let hub: HubServer;
+  before(async () => {
+    hub = await new HubServer('test-org/glm-tiny', src).start();
+    await convert(src, ref, { threads: 1 });
+  });
+  after(() => hub.stop());
+
+  it('streams a container byte-identical to waste convert on the full download, copies no MTP tensor aside, deletes every shard', async () => {
+    const home = tmpDir('glm4-home');
+    const old = process.env.WASTE_HOME;
+    process.env.WASTE_HOME = home;
+    try {
+      const r = await pull('test-org/glm-tiny', { threads: 1, stallMs: 2000, retryMs: 10, attempts: 4, hub: { endpoint: hub.url } });
+      // the trunk copied aside leaves the MTP layer out: less than every non-expert tensor's bytes (the copies' headers included)
+      const st = SafetensorsSet.open(src);
+      const trunkAll = st.names().filter((n) => !/\.mlp\.experts\.\d+\./.test(n)).reduce((a, n) => a + st.info(n).bytes, 0);
+      const mtp = st.names().filter((n) => n.startsWith('model.layers.4.') && !/\.mlp\.experts\.\d+\./.test(n)).reduce((a, n) => a + st.info(n).bytes, 0);
+      st.close();
+      assert.ok(r.plan.trunkSourceBytes < trunkAll - mtp / 2, `${r.plan.trunkSourceBytes} bytes copied aside of ${trunkAll}, ${mtp} of them the MTP layer's`);
+      const files = (d: string) => fs.readdirSync(d).filter((f) => f !== 'store.json').sort();
+      assert.deepEqual(files(r.dir), files(ref));
+      for (const f of files(ref)) assert.ok(fs.readFileSync(path.join(r.dir, f)).equals(fs.readFileSync(path.join(ref, f))), `${f} differs`);
+      assert.ok(!fs.existsSync(path.join(home, 'downloads', 'glm-tiny')), 'the downloaded shards are gone');
+    } finally {
+      if (old === undefined) delete process.env.WASTE_HOME;
+      else process.env.WASTE_HOME = old;
+    }
   });
 });
