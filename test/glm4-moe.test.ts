@@ -53,6 +53,56 @@ describe('GLM-4.5 (glm4_moe)', () => {
       refused((c) => delete c[key], new RegExp(key));
   });
 
+  it('parses GLM-4.5-Air\'s config as released (as transformers 4.54 prints it): no q/k norm, scale 1, one dense layer, one MTP layer; the glm-4.5-air shape is that model', () => {
+    const air = {
+      architectures: ['Glm4MoeForCausalLM'],
+      attention_bias: true,
+      attention_dropout: 0.0,
+      eos_token_id: [151329, 151336, 151338],
+      first_k_dense_replace: 1,
+      head_dim: 128,
+      hidden_act: 'silu',
+      hidden_size: 4096,
+      initializer_range: 0.02,
+      intermediate_size: 10944,
+      max_position_embeddings: 131072,
+      model_type: 'glm4_moe',
+      moe_intermediate_size: 1408,
+      n_group: 1,
+      n_routed_experts: 128,
+      n_shared_experts: 1,
+      norm_topk_prob: true,
+      num_attention_heads: 96,
+      num_experts_per_tok: 8,
+      num_hidden_layers: 46,
+      num_key_value_heads: 8,
+      num_nextn_predict_layers: 1,
+      pad_token_id: 151329,
+      partial_rotary_factor: 0.5,
+      rms_norm_eps: 1e-5,
+      rope_scaling: null,
+      rope_theta: 1000000,
+      routed_scaling_factor: 1.0,
+      tie_word_embeddings: false,
+      topk_group: 1,
+      torch_dtype: 'bfloat16',
+      transformers_version: '4.54.1',
+      use_cache: true,
+      use_qk_norm: false,
+      vocab_size: 151552,
+    };
+    const cfg = parseModelConfig(Fields.root('config.json', air as never)) as ReturnType<typeof parseModelConfig> & Record<string, any>;
+    assert.equal(cfg.arch, 'glm4-moe');
+    assert.deepEqual(cfg.eosTokenIds, [151329, 151336, 151338]);
+    assert.equal(cfg.attention.qkNorm, 'none');
+    assert.equal(cfg.rope.dims, 64);
+    assert.equal(cfg.router.scale, 1);
+    assert.equal(cfg.layerKinds.filter((k: { ffn: string }) => k.ffn === 'dense').length, 1);
+    assert.equal(cfg.skippedLayers, 1);
+    const synth = parseModelConfig(Fields.root('synth', glm4MoeSynth.config('glm-4.5-air', {}) as never)) as Record<string, any>;
+    for (const k of ['layers', 'hidden', 'vocab', 'eps', 'layerKinds', 'moe', 'attention', 'rope', 'denseInter', 'router', 'sharedInter', 'bias', 'skippedLayers', 'eosTokenIds']) assert.deepEqual(synth[k], (cfg as Record<string, any>)[k], k);
+  });
+
   it('reads the release\'s settings: 8 of 16 dims rotated in halves, groups, scale, a shared expert, MTP layers skipped', () => {
     const cfg = parseModelConfig(Fields.root('config.json', base() as never)) as ReturnType<typeof parseModelConfig> & Record<string, any>;
     assert.equal(cfg.rope.dims, 8);
