@@ -179,6 +179,111 @@ export const GOLDEN_CASES: GoldenCase[] = [
     tolerance: 2e-5,
   },
   {
+    // Mixtral as released: GQA 2:1, no biases or q/k norms, RoPE θ 1e6, no window, a softmax
+    // router whose top 2 of 8 are always renormalised, experts w1 (gate) / w3 (up) / w2 (down)
+    name: 'mixtral-checkpoint',
+    checkpoint: { shape: 'mixtral-tiny', seed: 9, shards: 2 },
+    ids: [12, 301, 7, 7, 88, 160, 2, 250, 99, 41, 5, 319, 0, 210],
+    tolerance: 2e-5,
+  },
+  {
+    // Mixtral's other settings: a sliding window of 4 shorter than the ids, one kv head (MQA), a
+    // head_dim of 24 that is not hidden/heads, the head tied to the embedding, top 3 of 5
+    // renormalised, an expert width of 40, θ 5000
+    name: 'mixtral-awkward',
+    checkpoint: {
+      shape: 'mixtral-tiny',
+      seed: 10,
+      layers: 3,
+      experts: 5,
+      config: {
+        vocab_size: 333,
+        intermediate_size: 40,
+        num_key_value_heads: 1,
+        head_dim: 24,
+        sliding_window: 4,
+        tie_word_embeddings: true,
+        num_experts_per_tok: 3,
+        rope_theta: 5000,
+      },
+    },
+    ids: [3, 77, 160, 160, 21, 300, 8, 45, 2, 90, 111, 250, 6, 332, 12, 40],
+    tolerance: 2e-5,
+  },
+  {
+    // OLMoE as released: MHA, q/k RMSNorm over the whole projections, no clip, RoPE θ 10000, a
+    // softmax router whose top 4 of 16 are NOT renormalised
+    name: 'olmoe-checkpoint',
+    checkpoint: { shape: 'olmoe-tiny', seed: 11, shards: 2 },
+    ids: [19, 302, 6, 6, 70, 130, 1, 255, 98, 43, 8, 318, 0, 205],
+    tolerance: 2e-5,
+  },
+  {
+    // OLMoE's other settings: clip_qkv 0.5 (clamping many q, k and v entries), every projection
+    // biased, GQA 2:1 (HF allows it; llama.cpp assumes MHA), the head tied to the embedding, a
+    // head_dim of 18, top 3 of 7 renormalised (norm_topk_prob), θ 5000
+    name: 'olmoe-awkward',
+    checkpoint: {
+      shape: 'olmoe-tiny',
+      seed: 12,
+      layers: 3,
+      experts: 7,
+      config: {
+        vocab_size: 333,
+        hidden_size: 72,
+        intermediate_size: 40,
+        num_key_value_heads: 2,
+        clip_qkv: 0.5,
+        attention_bias: true,
+        tie_word_embeddings: true,
+        num_experts_per_tok: 3,
+        norm_topk_prob: true,
+        rope_theta: 5000,
+      },
+    },
+    ids: [4, 76, 161, 161, 22, 301, 9, 44, 3, 91, 110, 251, 7, 331, 13, 41],
+    tolerance: 2e-5,
+  },
+  {
+    // gpt-oss as released: experts stacked per layer in MXFP4 (gate and up rows interleaved) with
+    // biases, a router with a bias (softmax over its top 2 of 8), q/k/v/o biases, a sink per head,
+    // windows of 4 on even layers and full attention on odd ones, YaRN (factor 32, truncate false)
+    name: 'gpt-oss-checkpoint',
+    checkpoint: { shape: 'gpt-oss-tiny', seed: 9, shards: 2 },
+    ids: [17, 300, 5, 5, 64, 128, 1, 250, 99, 42, 7, 319, 0, 200],
+    tolerance: 2e-5,
+  },
+  {
+    // gpt-oss's other settings: experts stacked as bf16 [E, in, out] (HF's parameter layout) at
+    // widths MXFP4 cannot hold, a swiglu_limit of 0.5 that clamps, one kv head (MQA), head_dim 24,
+    // the head tied, layer types out of the default order with a window of 3, top 3 of 5, YaRN
+    // with its own factor and βs (truncate false), θ 5000
+    name: 'gpt-oss-awkward',
+    checkpoint: {
+      shape: 'gpt-oss-tiny',
+      seed: 10,
+      layers: 5,
+      experts: 5,
+      config: {
+        _experts: 'bf16',
+        hidden_size: 40,
+        intermediate_size: 24,
+        num_attention_heads: 3,
+        num_key_value_heads: 1,
+        head_dim: 24,
+        tie_word_embeddings: true,
+        swiglu_limit: 0.5,
+        sliding_window: 3,
+        layer_types: ['full_attention', 'sliding_attention', 'sliding_attention', 'full_attention', 'sliding_attention'],
+        num_experts_per_tok: 3,
+        rope_theta: 5000,
+        rope_scaling: { rope_type: 'yarn', factor: 8.0, beta_fast: 16.0, beta_slow: 2.0, truncate: false, original_max_position_embeddings: 64 },
+      },
+    },
+    ids: [3, 77, 160, 160, 21, 300, 8, 45, 2, 90, 111, 250, 6, 318, 12, 40],
+    tolerance: 2e-5,
+  },
+  {
     // GLM-4.5 as released: GQA 2:1 with q/k/v biases and per-head q/k norms, RoPE on 8 of 16 head
     // dims (rotate_half), a dense first layer, a sigmoid router choosing its top 2 of 8 on score +
     // e_score_correction_bias within the best 2 of 4 groups, renormalised and scaled by 2.5, one

@@ -1,6 +1,7 @@
 import { WasteError } from '../util/errors.js';
 import { MXFP4_GROUP, decodeMxfp4 } from './mxfp4.js';
 import type { SafetensorsSet } from './safetensors.js';
+import type { StackedExperts, StackedSlice } from './stacked.js';
 
 /** One tensor as a model sees it: a plain one, or a matrix packed as MXFP4 (`…weight_packed` + `…weight_scale`). */
 export interface CheckpointTensor {
@@ -10,6 +11,8 @@ export interface CheckpointTensor {
   /** Bytes it takes in the checkpoint (both halves of an MXFP4 pair). */
   sourceBytes: number;
   mxfp4: boolean;
+  /** One expert's matrix read out of a tensor of the layer's stacked experts (gpt-oss). */
+  slice?: StackedSlice;
 }
 
 /**
@@ -23,10 +26,14 @@ export class CheckpointWeights {
   readonly outside: string[] = [];
   private bytes = new Uint8Array(0);
   private scales = new Uint8Array(0);
+  /** The last dense stacked expert read whole ([C][R] in × out), for the slices of it that follow. */
+  private slab: { source: string; expert: number; data: Float32Array } | undefined;
 
   constructor(
     readonly st: SafetensorsSet,
     readonly prefix: string,
+    /** How the family stacks its routed experts, if it does (gpt-oss): each expert's matrices are then listed by their own names. */
+    readonly stacked?: StackedExperts,
   ) {
     for (const full of st.names()) {
       if (!full.startsWith(prefix)) {
@@ -34,6 +41,7 @@ export class CheckpointWeights {
         continue;
       }
       const name = full.slice(prefix.length);
+      if (stacked && this.addStacked(name, stacked)) continue;
       const m = /^(.*)\.weight_(packed|scale)$/.exec(name);
       if (!m) {
         const t = st.info(full);
@@ -53,6 +61,83 @@ export class CheckpointWeights {
     for (const full of st.names()) {
       const m = /^(.*)\.weight_scale$/.exec(full);
       if (m && full.startsWith(prefix) && !st.has(`${m[1]}.weight_packed`)) throw new WasteError('E_FORMAT', `the checkpoint has ${full} but not ${m[1]}.weight_packed`);
+    }
+  }
+
+  /** A tensor of a layer's stacked experts: each expert's matrices listed in its place (true), or not one (false). */
+  private addStacked(name: string, s: StackedExperts): boolean {
+    const m = /^model\.layers\.(\d+)\.(.*)$/.exec(name);
+    if (!m) return false;
+    const L = Number(m[1]);
+    const rest = m[2];
+    const base = [s.gateUp, s.down].find((b) => rest === b || rest === `${b}_blocks` || rest === `${b}_scales`);
+    if (base === undefined) return false;
+    if (rest.endsWith('_scales')) {
+      if (!this.st.has(this.prefix + name.replace(/_scales$/, '_blocks'))) throw new WasteError('E_FORMAT', `the checkpoint has ${this.prefix}${name} but not its _blocks`);
+      return true;
+    }
+    const full = this.prefix + name;
+    const t = this.st.info(full);
+    let E: number, R: number, C: number, bytes: number;
+    const mxfp4 = rest.endsWith('_blocks');
+    if (mxfp4) {
+      const scaleName = full.replace(/_blocks$/, '_scales');
+      if (!this.st.has(scaleName)) throw new WasteError('E_FORMAT', `the checkpoint has ${full} but not ${scaleName}`);
+      const sc = this.st.info(scaleName);
+      [E, R] = t.shape;
+      const G = t.shape[2];
+      if (t.shape.length !== 4 || t.dtype !== 'U8' || t.shape[3] !== MXFP4_GROUP / 2 || sc.dtype !== 'U8' || sc.shape.length !== 3 || sc.shape[0] !== E || sc.shape[1] !== R || sc.shape[2] !== G)
+        throw new WasteError('E_FORMAT', `${full} [${t.shape}] ${t.dtype} and ${scaleName} [${sc.shape}] ${sc.dtype} are not stacked MXFP4 experts (U8 [E, R, C/32, 16] and U8 [E, R, C/32])`);
+      C = G * MXFP4_GROUP;
+      bytes = t.bytes + sc.bytes;
+    } else {
+      if (t.shape.length !== 3) throw new WasteError('E_FORMAT', `${full} [${t.shape}] is not a stack of experts' matrices ([E, in, out])`);
+      [E, C, R] = t.shape;
+      bytes = t.bytes;
+    }
+    const fused = base === s.gateUp;
+    if (fused && R % 2) throw new WasteError('E_FORMAT', `${full} [${t.shape}]: a fused gate/up projection needs an even number of output rows`);
+    const kinds: (0 | 1 | 2)[] = fused ? [0, 1] : [2];
+    for (let e = 0; e < E; e++)
+      for (const kind of kinds) {
+        const slice: StackedSlice = { source: name, mxfp4, expert: e, first: kind === 1 ? 1 : 0, step: fused ? 2 : 1, outRows: R, cols: C };
+        const logical = s.expert(L, e, kind);
+        this.logical.set(logical, { name: logical, shape: [R / slice.step, C], sourceBytes: bytes / E / slice.step, mxfp4, slice });
+      }
+    return true;
+  }
+
+  /** Rows [row0, row0 + n) of an expert's matrix held in a stacked tensor. */
+  private readSlice(t: CheckpointTensor, row0: number, n: number, out: Float32Array): void {
+    const s = t.slice!;
+    const C = s.cols;
+    const full = this.prefix + s.source;
+    if (s.mxfp4) {
+      // the stacked rows from the first wanted to the last (every other one is the other half of a fused pair)
+      const first = s.expert * s.outRows + s.first + s.step * row0;
+      const m = s.step * (n - 1) + 1;
+      const G = C / MXFP4_GROUP;
+      if (this.bytes.length < (m * C) / 2) this.bytes = new Uint8Array((m * C) / 2);
+      if (this.scales.length < m * G) this.scales = new Uint8Array(m * G);
+      this.st.readBytes(full, first * G, m * G, this.bytes);
+      this.st.readBytes(full.replace(/_blocks$/, '_scales'), first, m, this.scales);
+      for (let r = 0; r < n; r++) {
+        const i = r * s.step;
+        decodeMxfp4(this.bytes.subarray((i * C) / 2, ((i + 1) * C) / 2), this.scales.subarray(i * G, (i + 1) * G), 1, C, out.subarray(r * C, (r + 1) * C), `the checkpoint's ${full} (expert ${s.expert})`, row0 + r);
+      }
+      return;
+    }
+    // dense [E, C, R] (in × out): the expert's whole slab, then its columns as our rows
+    const R = s.outRows;
+    if (!this.slab || this.slab.source !== full || this.slab.expert !== s.expert) {
+      const data = new Float32Array(C * R);
+      this.st.readRows(full, s.expert * C, C, data);
+      this.slab = { source: full, expert: s.expert, data };
+    }
+    const d = this.slab.data;
+    for (let r = 0; r < n; r++) {
+      const col = s.first + s.step * (row0 + r);
+      for (let c = 0; c < C; c++) out[r * C + c] = d[c * R + col];
     }
   }
 
@@ -83,6 +168,7 @@ export class CheckpointWeights {
   /** Rows [row0, row0 + n) as f32 (decoded exactly when packed) into `out`. */
   readRows(name: string, row0: number, n: number, out: Float32Array): void {
     const t = this.info(name);
+    if (t.slice) return this.readSlice(t, row0, n, out);
     if (!t.mxfp4) return this.st.readRows(this.prefix + name, row0, n, out);
     const cols = t.shape[1];
     const base = this.prefix + name.slice(0, -'.weight'.length);

@@ -85,7 +85,8 @@ export interface ConvertPlan {
 
 export function trunkFormat(name: string, shape: number[], trunkBits: 4 | 8 | 16): number {
   const numel = shape.reduce((a, d) => a * d, 1);
-  if (shape.length <= 1 || numel < SMALL_TENSOR) return Fmt.F32;
+  // biases stay F32 however many (gpt-oss's stacked expert biases are [E, 2·inter])
+  if (shape.length <= 1 || numel < SMALL_TENSOR || /(^|[._])bias$/.test(name)) return Fmt.F32;
   if (trunkBits === 16) return Fmt.F16;
   // the embedding table and the output head keep 8 bits: they sit at both ends of the network,
   // where error is least forgiving (and the embedding stays on disk anyway)

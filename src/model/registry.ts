@@ -11,12 +11,15 @@ import type { Architecture } from './architecture.js';
 import { kimiK3 } from './kimi/k3.js';
 import { kimiLinear } from './kimi/linear.js';
 import { glm4Moe } from './glm4-moe/index.js';
+import { mixtral } from './mixtral/index.js';
+import { olmoe } from './olmoe/index.js';
 import { qwen3Moe } from './qwen3-moe/index.js';
+import { gptOss } from './gpt-oss/index.js';
 import { textConfig } from './kimi/config.js';
 import { CheckpointSource } from './sources/checkpoint-source.js';
 
 /** Every architecture this build runs, the most specific first. */
-export const ARCHITECTURES: readonly Architecture[] = [kimiK3, kimiLinear, qwen3Moe, glm4Moe];
+export const ARCHITECTURES: readonly Architecture[] = [kimiK3, kimiLinear, qwen3Moe, mixtral, olmoe, gptOss, glm4Moe];
 
 /** The architecture that runs a config (a manifest's `config`, or a checkpoint's config.json). */
 export function architectureOf(cfg: Fields): Architecture {
@@ -67,7 +70,7 @@ export function openModelCheckpoint(dir: string): OpenedCheckpoint {
   const config = arch.parseConfig(fields);
   const st = SafetensorsSet.open(dir);
   try {
-    return { config, arch, st, source: new CheckpointSource(new CheckpointWeights(st, CheckpointWeights.prefixOf(st))), close: () => st.close() };
+    return { config, arch, st, source: new CheckpointSource(new CheckpointWeights(st, CheckpointWeights.prefixOf(st), arch.stackedExperts)), close: () => st.close() };
   } catch (e) {
     st.close();
     throw e;

@@ -1,3 +1,4 @@
+import type { StackedExperts } from '../checkpoint/stacked.js';
 import type { ModelConfig } from '../core/model-config.js';
 import type { JsonObject } from '../util/fields.js';
 
@@ -40,8 +41,13 @@ export interface SynthCheckpoint {
   config: JsonObject;
   /** Where the language model's tensors sit in the files. */
   prefix: string;
-  /** How routed experts are stored: bf16 matrices, or compressed-tensors MXFP4 (K3's release). */
-  experts: 'bf16' | 'mxfp4-packed';
+  /**
+   * How routed experts are stored: bf16 matrices, compressed-tensors MXFP4 (K3's release), or
+   * stacked per layer as `stacked` says (checkpoint/stacked.ts) — MXFP4 blocks and scales
+   * (gpt-oss's release) or bf16 [E, in, out] (HF's parameter layout).
+   */
+  experts: 'bf16' | 'mxfp4-packed' | 'mxfp4-stacked' | 'bf16-stacked';
+  stacked?: StackedExperts;
   /** Tensors outside the language model. */
   extra: Iterable<SynthExtraTensor>;
   /** Small files beside the weights, by name (JSON already serialized). */
