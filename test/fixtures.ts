@@ -372,4 +372,46 @@ export const GOLDEN_CASES: GoldenCase[] = [
     ids: [3, 77, 160, 160, 21, 300, 8, 45, 2, 90, 111, 250, 6, 318, 12, 40],
     tolerance: 2e-5,
   },
+  {
+    // GLM-4.5 as released: GQA 2:1 with q/k/v biases and per-head q/k norms, RoPE on 8 of 16 head
+    // dims (rotate_half), a dense first layer, a sigmoid router choosing its top 2 of 8 on score +
+    // e_score_correction_bias within the best 2 of 4 groups, renormalised and scaled by 2.5, one
+    // shared expert; an MTP layer (model.layers.4) in the checkpoint, never read
+    name: 'glm4-moe-checkpoint',
+    checkpoint: { shape: 'glm4-moe-tiny', seed: 11, shards: 2 },
+    ids: [17, 300, 5, 5, 64, 128, 1, 250, 99, 42, 7, 319, 0, 200],
+    tolerance: 2e-5,
+  },
+  {
+    // GLM-4.5's other settings: no q/k norm (Air), 12 experts in 3 groups of 4 of which 1 is kept
+    // and top 4 chosen (a kept expert whose biased score is below 0 loses to a dropped one, as HF
+    // masks dropped groups to 0), not renormalised, scale 1.7, two shared experts, two dense
+    // layers, a partial rotary factor of 0.25 on a head_dim of 24 (6 rotated dims), one kv head,
+    // a tied head, 2 MTP layers
+    name: 'glm4-moe-awkward',
+    checkpoint: {
+      shape: 'glm4-moe-tiny',
+      seed: 12,
+      layers: 5,
+      experts: 12,
+      config: {
+        use_qk_norm: false,
+        n_group: 3,
+        topk_group: 1,
+        num_experts_per_tok: 4,
+        norm_topk_prob: false,
+        routed_scaling_factor: 1.7,
+        n_shared_experts: 2,
+        first_k_dense_replace: 2,
+        partial_rotary_factor: 0.25,
+        head_dim: 24,
+        num_key_value_heads: 1,
+        tie_word_embeddings: true,
+        rope_theta: 5000,
+        num_nextn_predict_layers: 2,
+      },
+    },
+    ids: [3, 77, 160, 160, 21, 300, 8, 45, 2, 90, 111, 250, 6, 318, 12, 40],
+    tolerance: 2e-5,
+  },
 ];

@@ -54,6 +54,8 @@ export interface Architecture<C extends ModelConfig = ModelConfig> {
    * the stacked tensors). expertLayerOf names the layer of the stacked tensors too.
    */
   readonly stackedExperts?: StackedExperts;
+  /** Checkpoint tensors the model never reads (multi-token-prediction layers): neither converted nor kept (absent: every tensor is the model's). */
+  unread?(name: string, cfg: C): boolean;
   /** What `waste info` says of a config: fields for `--json`, and lines of text ([label, value]). */
   describe(cfg: C): { fields: Record<string, unknown>; lines: [string, string][] };
   /** The releases `waste pull` knows by a short name. */

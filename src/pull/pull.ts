@@ -237,6 +237,8 @@ class Puller {
         trunkNames.set(s.path, names);
         for (const t of st.names()) {
           if (!originalFile(weightMap, t, s.path)) continue;
+          // MTP layers: neither converted nor copied aside
+          if (arch.unread?.(t, cfg)) continue;
           const layer = arch.expertLayerOf(t);
           if (layer !== undefined) layers.add(layer);
           else names.push(t);
