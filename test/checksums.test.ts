@@ -115,6 +115,27 @@ describe('checksums of trunk.bin and codebooks.bin', () => {
     assert.match(r.out, /^UNVERIFIED: manifest\.json has no manifest_sha256, so its own values could not be checked \(trunk\.bin and codebooks\.bin match their SHA-256; 24 expert records/);
   });
 
+  it('--verify on a container without them says what it could not check (it used to run as if verified)', async () => {
+    const d = copyContainer(good);
+    const m = manifestOf(d);
+    delete m.checksums;
+    delete m.manifest_sha256;
+    fs.writeFileSync(path.join(d, 'manifest.json'), JSON.stringify(m));
+    const warned: string[] = [];
+    const model = await Model.open(d, { verify: true, threads: 1, warn: (w) => warned.push(w) });
+    await model.close();
+    assert.deepEqual(warned, [`${d}: --verify could not check trunk.bin and codebooks.bin (manifest.json has no checksum for them), nor manifest.json's own values (it has no manifest_sha256); waste verify reports it UNVERIFIED`]);
+    // without --verify nothing was promised, so nothing is said; a container with them checks them all, and says nothing either
+    const quiet: string[] = [];
+    await (await Model.open(d, { threads: 1, warn: (w) => quiet.push(w) })).close();
+    await (await Model.open(good, { verify: true, threads: 1, warn: (w) => quiet.push(w) })).close();
+    assert.deepEqual(quiet, []);
+    // the CLI: a warning line on stderr, and the run goes on
+    const r = spawnSync(process.execPath, [BIN, 'logits', d, '--ids', '1,2,3', '--out', path.join(d, 'logits.bin'), '--verify'], { encoding: 'utf8' });
+    assert.equal(r.status, 0, r.stderr);
+    assert.match(r.stderr, /^waste: warning: .*: --verify could not check trunk\.bin and codebooks\.bin .*waste verify reports it UNVERIFIED\n/);
+  });
+
   it('malformed entries name the field', () => {
     const cases: [(s: Json) => void, RegExp][] = [
       [(s) => (s['trunk.bin'].sha256 = 'ABC'), /manifest\.json: checksums\.trunk\.bin\.sha256 must be 64 lower-case hex digits \(got "ABC"\)/],

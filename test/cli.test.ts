@@ -103,6 +103,21 @@ describe('CLI', () => {
     assertCleanFailure(r, 2, new RegExp(`below this model's floor of .*\\(${j.floor_bytes} bytes`));
   });
 
+  it('plan --ram plans for a machine of that size, idle, whatever this one holds', () => {
+    const tiny = JSON.parse(waste('plan', model, '--json', '--ram', '64G').out);
+    assert.equal(tiny.usable_ram_bytes, 64 * 2 ** 30);
+    assert.equal(tiny.available_ram_bytes, null, 'another machine: nothing measured of it');
+    assert.equal(tiny.default_from, 'expert bytes', 'the demo fits whole in 64 GiB');
+    // a machine whose RAM less the margin is below every expert: the default is what remains
+    const j = JSON.parse(waste('plan', model, '--json').out);
+    const all = tiny.default_budget_bytes;
+    const small = JSON.parse(waste('plan', model, '--json', '--ram', String(Math.ceil((j.floor_bytes + all) / 2) + 2 ** 30)).out);
+    assert.ok(small.default_budget_bytes <= all && small.default_budget_bytes >= small.floor_bytes);
+    const r = waste('plan', model, '--ram', '1G', '--budget', '2G');
+    assert.match(r.err, /more than the 1\.00 GiB of usable RAM/);
+    assertCleanFailure(waste('plan', model, '--ram', 'lots'), 2, /ram "lots" is not a size/);
+  });
+
   it('bench MODEL reports the streaming numbers as JSON', () => {
     const r = waste('bench', model, '--tokens', '3', '--prompt-tokens', '2', '--json', '--threads', '1');
     assert.equal(r.code, 0, r.err);

@@ -38,13 +38,16 @@ describe('excerpts of rejected input', () => {
     const dir = copyContainer(path.join(ROOT, 'models', 'demo'));
     const file = path.join(dir, 'specials.json');
     const specials = JSON.parse(fs.readFileSync(file, 'utf8')) as { id: number; text: string }[];
-    specials[2].text = `<|${'x'.repeat(MIB)}|>`;
+    // [BOS], which the chat format does not use: one it uses would also be refused, even without the
+    // bound, as a control token of the format that specials.json no longer names (a clean error)
+    const bos = specials.find((s) => s.text === '[BOS]')!;
+    bos.text = `<|${'x'.repeat(MIB)}|>`;
     fs.writeFileSync(file, JSON.stringify(specials));
     for (const args of [['run', dir, 'Hi', '-n', '2'], ['tokenize', dir, 'Hi', '--markup']]) {
       const r = waste(args);
       assert.equal(r.code, 1, r.err);
       assert.equal(r.out, '');
-      assert.match(r.err, /^waste: .*tokenizer\.model: special token 4091's text is 1048580 characters long, more than the 256 a special token may have\n$/);
+      assert.match(r.err, new RegExp(`^waste: .*tokenizer\\.model: special token ${bos.id}'s text is 1048580 characters long, more than the 256 a special token may have\n$`));
       assert.ok(r.err.length < SHORT, `${r.err.length} characters`);
     }
   });

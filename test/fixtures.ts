@@ -179,6 +179,242 @@ export const GOLDEN_CASES: GoldenCase[] = [
     tolerance: 2e-5,
   },
   {
+    // DeepSeek-V3 as released: FP8 weights with 128 x 128 block scales, q low rank, YaRN (factor 40,
+    // beta 32/1, mscale_all_dim: the softmax scale times mscale^2), 2 of 4 groups kept, top-4 of 16,
+    // a shared expert, a dense first layer, an MTP layer in the files that is never read
+    name: 'deepseek-v3-checkpoint',
+    checkpoint: { shape: 'deepseek-v3-tiny', seed: 9, shards: 2 },
+    ids: [17, 300, 5, 5, 64, 128, 1, 250, 99, 42, 7, 319, 0, 200, 33, 34],
+    tolerance: 2e-6,
+  },
+  {
+    // every option elsewhere: FP8 matrices of several partial blocks (widths 136, 140, 150), 3
+    // heads of odd sizes, half-split RoPE (rope_interleave false), YaRN beta 8/3 untruncated with
+    // mscale 0.9 / mscale_all_dim 0.7, θ 5000, 2 of 3 groups, top-3 of 12 not renormalised, two
+    // shared experts, two dense layers, routed scale 1.7, rms_norm_eps 0.05 (the latent norms keep
+    // HF's 1e-6), a tied head, biases on q_a, kv_a and o (attention_bias)
+    name: 'deepseek-v3-awkward',
+    checkpoint: {
+      shape: 'deepseek-v3-tiny',
+      seed: 10,
+      layers: 4,
+      experts: 12,
+      config: {
+        vocab_size: 333,
+        hidden_size: 136,
+        num_attention_heads: 3,
+        num_key_value_heads: 3,
+        q_lora_rank: 140,
+        kv_lora_rank: 36,
+        qk_nope_head_dim: 10,
+        qk_rope_head_dim: 6,
+        v_head_dim: 14,
+        intermediate_size: 150,
+        moe_intermediate_size: 40,
+        n_group: 3,
+        topk_group: 2,
+        num_experts_per_tok: 3,
+        n_shared_experts: 2,
+        routed_scaling_factor: 1.7,
+        norm_topk_prob: false,
+        first_k_dense_replace: 2,
+        rope_interleave: false,
+        rope_theta: 5000,
+        rms_norm_eps: 0.05,
+        tie_word_embeddings: true,
+        attention_bias: true,
+        max_position_embeddings: 32768,
+        rope_scaling: { type: 'yarn', factor: 8, original_max_position_embeddings: 4096, beta_fast: 8, beta_slow: 3, truncate: false, mscale: 0.9, mscale_all_dim: 0.7 },
+      },
+    },
+    ids: [3, 77, 160, 160, 21, 300, 8, 45, 2, 90, 111, 250, 6, 318, 12, 40, 332, 1],
+    tolerance: 2e-6,
+  },
+  {
+    // Kimi K2's settings: no group limit, YaRN beta 1/1 (not DeepSeek's 32/1), θ 50000, routed
+    // scale 2.827; a plain q_proj, bf16 weights
+    name: 'kimi-k2-checkpoint',
+    checkpoint: { shape: 'kimi-k2-tiny', seed: 11 },
+    ids: [9, 1, 250, 33, 33, 0, 299, 128, 64, 5, 7, 8],
+    tolerance: 2e-6,
+  },
+  {
+    // Kimi K2-Thinking's form: routed experts in compressed-tensors pack-quantized INT4 (symmetric,
+    // groups of 32, bf16 scales), the rest bf16; decoded exactly
+    name: 'kimi-k2-thinking-checkpoint',
+    checkpoint: {
+      shape: 'kimi-k2-tiny',
+      seed: 12,
+      config: {
+        q_lora_rank: 48,
+        quantization_config: {
+          quant_method: 'compressed-tensors',
+          format: 'pack-quantized',
+          config_groups: {
+            group_0: {
+              targets: ['Linear'],
+              weights: { num_bits: 4, type: 'int', symmetric: true, strategy: 'group', group_size: 32, dynamic: false, actorder: null, observer: 'minmax' },
+              input_activations: null,
+              output_activations: null,
+            },
+          },
+          ignore: ['lm_head', 're:.*self_attn.*', 're:.*shared_experts.*', 're:.*mlp\\.(gate|up|gate_up|down)_proj.*'],
+          kv_cache_scheme: null,
+          quantization_status: 'compressed',
+        },
+      },
+    },
+    ids: [4, 300, 17, 17, 250, 1, 99, 128, 64, 5, 210, 8],
+    tolerance: 2e-6,
+  },
+  {
+    // Mixtral as released: GQA 2:1, no biases or q/k norms, RoPE θ 1e6, no window, a softmax
+    // router whose top 2 of 8 are always renormalised, experts w1 (gate) / w3 (up) / w2 (down)
+    name: 'mixtral-checkpoint',
+    checkpoint: { shape: 'mixtral-tiny', seed: 9, shards: 2 },
+    ids: [12, 301, 7, 7, 88, 160, 2, 250, 99, 41, 5, 319, 0, 210],
+    tolerance: 2e-5,
+  },
+  {
+    // Mixtral's other settings: a sliding window of 4 shorter than the ids, one kv head (MQA), a
+    // head_dim of 24 that is not hidden/heads, the head tied to the embedding, top 3 of 5
+    // renormalised, an expert width of 40, θ 5000
+    name: 'mixtral-awkward',
+    checkpoint: {
+      shape: 'mixtral-tiny',
+      seed: 10,
+      layers: 3,
+      experts: 5,
+      config: {
+        vocab_size: 333,
+        intermediate_size: 40,
+        num_key_value_heads: 1,
+        head_dim: 24,
+        sliding_window: 4,
+        tie_word_embeddings: true,
+        num_experts_per_tok: 3,
+        rope_theta: 5000,
+      },
+    },
+    ids: [3, 77, 160, 160, 21, 300, 8, 45, 2, 90, 111, 250, 6, 332, 12, 40],
+    tolerance: 2e-5,
+  },
+  {
+    // OLMoE as released: MHA, q/k RMSNorm over the whole projections, no clip, RoPE θ 10000, a
+    // softmax router whose top 4 of 16 are NOT renormalised
+    name: 'olmoe-checkpoint',
+    checkpoint: { shape: 'olmoe-tiny', seed: 11, shards: 2 },
+    ids: [19, 302, 6, 6, 70, 130, 1, 255, 98, 43, 8, 318, 0, 205],
+    tolerance: 2e-5,
+  },
+  {
+    // OLMoE's other settings: clip_qkv 0.5 (clamping many q, k and v entries), every projection
+    // biased, GQA 2:1 (HF allows it; llama.cpp assumes MHA), the head tied to the embedding, a
+    // head_dim of 18, top 3 of 7 renormalised (norm_topk_prob), θ 5000
+    name: 'olmoe-awkward',
+    checkpoint: {
+      shape: 'olmoe-tiny',
+      seed: 12,
+      layers: 3,
+      experts: 7,
+      config: {
+        vocab_size: 333,
+        hidden_size: 72,
+        intermediate_size: 40,
+        num_key_value_heads: 2,
+        clip_qkv: 0.5,
+        attention_bias: true,
+        tie_word_embeddings: true,
+        num_experts_per_tok: 3,
+        norm_topk_prob: true,
+        rope_theta: 5000,
+      },
+    },
+    ids: [4, 76, 161, 161, 22, 301, 9, 44, 3, 91, 110, 251, 7, 331, 13, 41],
+    tolerance: 2e-5,
+  },
+  {
+    // gpt-oss as released: experts stacked per layer in MXFP4 (gate and up rows interleaved) with
+    // biases, a router with a bias (softmax over its top 2 of 8), q/k/v/o biases, a sink per head,
+    // windows of 4 on even layers and full attention on odd ones, YaRN (factor 32, truncate false)
+    name: 'gpt-oss-checkpoint',
+    checkpoint: { shape: 'gpt-oss-tiny', seed: 9, shards: 2 },
+    ids: [17, 300, 5, 5, 64, 128, 1, 250, 99, 42, 7, 319, 0, 200],
+    tolerance: 2e-5,
+  },
+  {
+    // gpt-oss's other settings: experts stacked as bf16 [E, in, out] (HF's parameter layout) at
+    // widths MXFP4 cannot hold, a swiglu_limit of 0.5 that clamps, one kv head (MQA), head_dim 24,
+    // the head tied, layer types out of the default order with a window of 3, top 3 of 5, YaRN
+    // with its own factor and βs (truncate false), θ 5000
+    name: 'gpt-oss-awkward',
+    checkpoint: {
+      shape: 'gpt-oss-tiny',
+      seed: 10,
+      layers: 5,
+      experts: 5,
+      config: {
+        _experts: 'bf16',
+        hidden_size: 40,
+        intermediate_size: 24,
+        num_attention_heads: 3,
+        num_key_value_heads: 1,
+        head_dim: 24,
+        tie_word_embeddings: true,
+        swiglu_limit: 0.5,
+        sliding_window: 3,
+        layer_types: ['full_attention', 'sliding_attention', 'sliding_attention', 'full_attention', 'sliding_attention'],
+        num_experts_per_tok: 3,
+        rope_theta: 5000,
+        rope_scaling: { rope_type: 'yarn', factor: 8.0, beta_fast: 16.0, beta_slow: 2.0, truncate: false, original_max_position_embeddings: 64 },
+      },
+    },
+    ids: [3, 77, 160, 160, 21, 300, 8, 45, 2, 90, 111, 250, 6, 318, 12, 40],
+    tolerance: 2e-5,
+  },
+  {
+    // GLM-4.5 as released: GQA 2:1 with q/k/v biases and per-head q/k norms, RoPE on 8 of 16 head
+    // dims (rotate_half), a dense first layer, a sigmoid router choosing its top 2 of 8 on score +
+    // e_score_correction_bias within the best 2 of 4 groups, renormalised and scaled by 2.5, one
+    // shared expert; an MTP layer (model.layers.4) in the checkpoint, never read
+    name: 'glm4-moe-checkpoint',
+    checkpoint: { shape: 'glm4-moe-tiny', seed: 11, shards: 2 },
+    ids: [17, 300, 5, 5, 64, 128, 1, 250, 99, 42, 7, 319, 0, 200],
+    tolerance: 2e-5,
+  },
+  {
+    // GLM-4.5's other settings: no q/k norm (Air), 12 experts in 3 groups of 4 of which 1 is kept
+    // and top 4 chosen (a kept expert whose biased score is below 0 loses to a dropped one, as HF
+    // masks dropped groups to 0), not renormalised, scale 1.7, two shared experts, two dense
+    // layers, a partial rotary factor of 0.25 on a head_dim of 24 (6 rotated dims), one kv head,
+    // a tied head, 2 MTP layers
+    name: 'glm4-moe-awkward',
+    checkpoint: {
+      shape: 'glm4-moe-tiny',
+      seed: 12,
+      layers: 5,
+      experts: 12,
+      config: {
+        use_qk_norm: false,
+        n_group: 3,
+        topk_group: 1,
+        num_experts_per_tok: 4,
+        norm_topk_prob: false,
+        routed_scaling_factor: 1.7,
+        n_shared_experts: 2,
+        first_k_dense_replace: 2,
+        partial_rotary_factor: 0.25,
+        head_dim: 24,
+        num_key_value_heads: 1,
+        tie_word_embeddings: true,
+        rope_theta: 5000,
+        num_nextn_predict_layers: 2,
+      },
+    },
+    ids: [3, 77, 160, 160, 21, 300, 8, 45, 2, 90, 111, 250, 6, 318, 12, 40],
+    tolerance: 2e-5,
+  },
+  {
     // Qwen3-Next as released: 3 Gated DeltaNet layers then gated full attention (partial RoPE 0.25),
     // value heads 2 per key head, q/k/v/z and b/a packed per key-head group, zero-centred norms,
     // a dense layer (mlp_only_layers), softmax top 2 of 8 renormalised plus a sigmoid-gated shared expert

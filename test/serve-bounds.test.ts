@@ -328,6 +328,39 @@ describe('the event loop during costly requests', HANG, () => {
     assert.ok(during > 0, 'no /health answer came while the conversation was rendered');
   });
 
+  for (const [what, tools] of [
+    // the same 6 MB, in a tool's description rather than a message: rendered into the prompt all the same
+    ['a tool whose description is megabytes', [{ type: 'function', function: { name: 'lookup', description: Array.from({ length: 900_000 }, (_, i) => ['whale', 'sea', 'ship', 'the', 'of'][i % 5]).join(' '), parameters: { type: 'object', properties: { q: { type: 'string' } } } } }]],
+    // 234 K characters of JSON, 192 K tokens: JSON tokenizes far slower than prose of its length
+    ['128 tools of 60 properties', Array.from({ length: 128 }, (_, i) => ({ type: 'function', function: { name: `tool_${i}`, parameters: wide(60) } }))],
+  ] as const) {
+    it(`tool declarations are rendered on the thread too (${what}): /health is answered meanwhile, and the prompt is what rendering it here gives`, async () => {
+      const costly = post(`${server.url}/v1/chat/completions`, { messages: user('hi'), tools, max_tokens: 1 });
+      const { during, answer } = await healthDuring(costly, 'rendering');
+      assert.equal(answer.status, 400);
+      assert.equal(answer.body.error.code, 'context_length_exceeded');
+      const n = Number(/the conversation is (\d+) tokens/.exec(answer.body.error.message)?.[1]);
+      const here = server.host.model.chatFormat().encode(server.host.model.tokenizer(), user('hi'), { tools: [...tools] }).length;
+      assert.equal(n, here, 'the thread renders the ids rendering on the server thread gives');
+      assert.ok(during > 0, 'no /health answer came while the tools were rendered');
+    });
+  }
+
+  it("a completion's text prompt of megabytes is tokenized on the thread: /health is answered meanwhile, and the ids are the tokenizer's here", async () => {
+    const text = Array.from({ length: 900_000 }, (_, i) => ['whale', 'sea', 'ship', 'the', 'of'][i % 5]).join(' ');
+    const costly = post(`${server.url}/v1/completions`, { prompt: text, max_tokens: 1 });
+    const { during, answer } = await healthDuring(costly, 'rendering');
+    assert.equal(answer.status, 400);
+    assert.equal(answer.body.error.code, 'context_length_exceeded');
+    const n = Number(/^the prompt is (\d+) tokens/.exec(answer.body.error.message)?.[1]);
+    assert.equal(n, server.host.model.tokenizer().encode(text).length, 'the thread tokenizes as the server thread does');
+    assert.ok(during > 0, 'no /health answer came while the prompt was tokenized');
+    // a short one is tokenized here, as before
+    const short = await post(`${server.url}/v1/completions`, { prompt: 'It was a dark', max_tokens: 1 });
+    assert.equal(short.status, 200, JSON.stringify(short.body));
+    assert.equal(short.body.usage.prompt_tokens, server.host.model.tokenizer().encode('It was a dark').length);
+  });
+
   it('a body of 3.9 million token ids is walked in slices and refused by its length before its ids are checked', async () => {
     const ids = `{"max_tokens":1,"prompt":[${Array.from({ length: 3_900_000 }, (_, i) => i % 10).join(',')}]}`;
     const costly = post(`${server.url}/v1/completions`, ids);

@@ -61,6 +61,29 @@ describe('specials.json', () => {
     await assert.rejects(Model.open(empty, { threads: 1 }), (e: unknown) => e instanceof WasteError && e.code === 'E_FORMAT' && e.message.startsWith(`${path.join(empty, 'specials.json')}: names no special token <|im_user|>, <|im_middle|>, <|im_end|>, …`));
   });
 
+  it('altered but still valid (two ids swapped): verify finds it by its checksum; without one, verify says unverified', () => {
+    const list = specials(demo);
+    const [a, b] = [list.findIndex((s) => s.text === '<|im_end|>'), list.findIndex((s) => s.text === '<|im_user|>')];
+    const swapped = list.map((s, i) => (i === a ? { ...s, id: list[b].id } : i === b ? { ...s, id: list[a].id } : s));
+    const d = withSpecials(demo, JSON.stringify(swapped, null, 1) + '\n');
+    assert.equal(waste(['run', d, 'It was a dark', '-n', '1', '--raw']).code, 0, 'every marker is still named: an open cannot tell');
+    const v = waste(['verify', d, '-q']);
+    assert.equal(v.code, 1);
+    assert.match(v.out, /^FAILED: specials\.json: SHA-256 mismatch with manifest\.json's checksums/);
+    // a container written before the tokenizer files were checksummed
+    const old = copyContainer(demo);
+    const m = JSON.parse(fs.readFileSync(path.join(old, 'manifest.json'), 'utf8'));
+    delete m.checksums['specials.json'];
+    delete m.manifest_sha256;
+    fs.writeFileSync(path.join(old, 'manifest.json'), JSON.stringify(m));
+    const u = waste(['verify', old, '-q']);
+    assert.equal(u.code, 1);
+    assert.match(u.out, /^UNVERIFIED: manifest\.json has no checksum for specials\.json/);
+    // a written container checksums what it writes
+    const kl = synth({ shape: 'tiny', seed: 83, tokenizer: true }, 'specials-sums');
+    assert.deepEqual(Object.keys(JSON.parse(fs.readFileSync(path.join(kl, 'manifest.json'), 'utf8')).checksums).sort(), ['codebooks.bin', 'specials.json', 'tokenizer.model', 'trunk.bin']);
+  });
+
   it('the same for a model on the default chat format and for K3 (XTML)', async () => {
     const kl = synth({ shape: 'tiny', seed: 81, tokenizer: true }, 'specials-kl');
     await assert.rejects(Model.open(withSpecials(kl, undefined), { threads: 1 }), /specials\.json is missing, and the chat format \(Kimi default\) is written in the special tokens it names/);

@@ -11,9 +11,11 @@ import { cpuCount } from '../kernels/wasm/pool.js';
 import { Arena } from '../memory/arena.js';
 import { writeSyntheticContainer } from '../synth/synth.js';
 import { table, timeIt } from './measure.js';
-import type { LayerWeights } from '../model/kimi/weights.js';
-import type { KimiConfig } from '../model/kimi/config.js';
 import type { TrunkWeights } from '../model/base/network.js';
+import { ARCHITECTURES, architecture, parseModelConfig } from '../model/registry.js';
+import { synthConfig } from '../synth/synth.js';
+import { WasteError, quoted } from '../util/errors.js';
+import { Fields } from '../util/fields.js';
 
 export interface LayerBenchRow {
   phase: string;
@@ -28,7 +30,8 @@ export interface LayerBenchRow {
 
 export interface LayerBenchResult {
   container: string;
-  shape: 'kimi-linear' | 'k3';
+  /** A real-width shape of any family (`waste synth --shape`). */
+  shape: string;
   tokens: number;
   readBandwidth: Record<number, number>;
   /**
@@ -39,22 +42,61 @@ export interface LayerBenchResult {
   rows: LayerBenchRow[];
 }
 
+/** The shapes `bench --layers` takes: every family's releases at their real widths. */
+export function layerBenchShapes(): string[] {
+  const out: string[] = [];
+  for (const a of ARCHITECTURES) for (const s of a.synth?.realShapes ?? []) if (!out.includes(s)) out.push(s);
+  return out;
+}
+
 const stored = (t: Tensor) => {
   const s = storedSizes(t.fmt, t.rows, t.cols, t.group);
   return s.payload + s.scaleBytes;
 };
 
+const isTensor = (x: object): x is Tensor => 'fmt' in x && 'rowBytes' in x && 'rows' in x;
+
+/** Bytes a decode step reads of a layer's part: every tensor and vector in it (a checkpoint's dense experts excepted: a container streams them). */
+function partBytes(x: unknown): number {
+  if (x instanceof Float32Array) return x.byteLength;
+  if (Array.isArray(x)) return x.reduce((t: number, y) => t + partBytes(y), 0);
+  if (!x || typeof x !== 'object' || Object.getPrototypeOf(x) !== Object.prototype) return 0;
+  if (isTensor(x)) return stored(x);
+  let t = 0;
+  for (const [k, v] of Object.entries(x)) if (k !== 'dense') t += partBytes(v);
+  return t;
+}
+
+/** A full model's layer counts per phase (each layer's attention kind and FFN kind), from its shape's config. */
+export function fullCounts(shape: string): Record<string, number> {
+  const cfg = parseModelConfig(Fields.root('synthetic config', synthConfig({ shape })));
+  const n: Record<string, number> = { head: 1 };
+  for (const k of cfg.layerKinds) {
+    n[k.attn] = (n[k.attn] ?? 0) + 1;
+    n[k.ffn] = (n[k.ffn] ?? 0) + 1;
+  }
+  return n;
+}
+
+/** The default routed experts a bench container keeps per layer: enough for the router to choose among, few enough to write in minutes. */
+function benchExperts(shape: string): number {
+  const cfg = parseModelConfig(Fields.root('synthetic config', synthConfig({ shape })));
+  if (shape === 'k3') return 48;
+  return Math.min(cfg.moe.experts, 256);
+}
+
 /**
- * Decode with a real model's shapes — Kimi-Linear (hidden 2304, 256 experts of width 1024, top-8)
- * or Kimi K3 (hidden 7168, experts of 3072 on a 3584 latent, top-16) — and every expert in memory:
- * ms per KDA, MLA and MoE layer, next to the bytes each must read divided by the memory read
- * bandwidth measured in the same run; and what a whole token of the full model would take.
+ * Decode with a real model's shapes — any family's release at its real widths (Kimi-Linear, K3,
+ * Qwen3-30B-A3B…) — and every expert in memory: ms per layer of each kind (attention of each kind,
+ * dense FFN, MoE), next to the bytes each must read divided by the memory read bandwidth measured
+ * in the same run; and what a whole token of the full model would take.
  */
-export async function benchLayers(opts: { shape?: 'kimi-linear' | 'k3'; dir?: string; layers?: number; experts?: number; tokens?: number; threads?: number[]; activations?: Activations[]; log?: (s: string) => void } = {}): Promise<LayerBenchResult> {
+export async function benchLayers(opts: { shape?: string; dir?: string; layers?: number; experts?: number; tokens?: number; threads?: number[]; activations?: Activations[]; log?: (s: string) => void } = {}): Promise<LayerBenchResult> {
   const log = opts.log ?? (() => {});
   const shape = opts.shape ?? 'kimi-linear';
+  if (!layerBenchShapes().includes(shape)) throw new WasteError('E_ARG', `bench --layers: unknown shape ${quoted(shape)} (expected ${layerBenchShapes().join(', ')})`);
   const layers = opts.layers ?? 4;
-  const experts = opts.experts ?? (shape === 'k3' ? 48 : 256);
+  const experts = opts.experts ?? benchExperts(shape);
   const tokens = opts.tokens ?? 16;
   const threadCounts = opts.threads ?? [...new Set([1, Math.max(2, cpuCount())])];
   const dir = opts.dir ?? path.join(os.tmpdir(), `waste-bench-${shape}-L${layers}-E${experts}`);
@@ -62,6 +104,7 @@ export async function benchLayers(opts: { shape?: 'kimi-linear' | 'k3'; dir?: st
     log(`writing a synthetic ${shape} container (${layers} layers, ${experts} experts) to ${dir}…`);
     writeSyntheticContainer(dir, { shape, layers, experts, seed: 1, force: true });
   }
+  const full = fullCounts(shape);
 
   // The read bandwidth of an arena, per thread count, on a region far larger than the caches.
   const bwArena = new Arena(1 << 30);
@@ -86,8 +129,8 @@ export async function benchLayers(opts: { shape?: 'kimi-linear' | 'k3'; dir?: st
     const models: Model[] = [];
     try {
       for (const activations of modes) models.push(await Model.open(dir, { threads, activations, preloadExperts: true, maxContext: 256 }));
-      // every architecture this build runs is of the Kimi family
-      const cfg = models[0].config as KimiConfig;
+      const cfg = models[0].config;
+      const arch = architecture(cfg.arch);
       const sessions = models.map((m) => m.newSession());
       for (const s of sessions) await s.forward([1, 2, 3, 4, 5, 6, 7, 8]);
       const profs = models.map((m) => m.profile());
@@ -98,52 +141,34 @@ export async function benchLayers(opts: { shape?: 'kimi-linear' | 'k3'; dir?: st
           await sessions[j].forward([(i * 7919) % cfg.vocab]);
           elapsed[j] += (performance.now() - t0) / 1000;
         }
+      // the state a step reads, per layer: a key/value cache or latent cache as long as the mean position, a recurrent state whole
+      const stateAt = arch.stateBytes(cfg, 8 + tokens / 2);
       for (let j = 0; j < models.length; j++) {
         const m = models[j];
         const activations = modes[j];
         const prof = profs[j];
-        // Bytes each phase must read per token, from the model's own tensors.
-        const w = (m.net as unknown as { weights: TrunkWeights<LayerWeights> }).weights;
-        const count = (kind: string) => cfg.layerKinds.filter((k) => k.attn === kind || k.ffn === kind).length;
-        const first = (pred: (l: (typeof w.layers)[number]) => boolean) => w.layers.find(pred)!;
+        const w = (m.net as unknown as { weights: TrunkWeights<{ attn: unknown; ffn: unknown }> }).weights;
+        // each phase as the first layer of its kind has it (later layers of a kind are alike)
         const phases: [string, number][] = [];
-        // the sublayers, as the first layer of each kind has them (later MoE layers are alike)
-        const kdaL = w.layers.find((l) => l.attn.kind === 'kda');
-        if (kdaL && kdaL.attn.kind === 'kda') {
-          const a = kdaL.attn;
-          const gate = 'low' in a.gate ? a.gate.low : [a.gate.full];
-          const mats = [a.qProj, a.kProj, a.vProj, a.fA, a.fB, a.bProj, ...gate, a.oProj].reduce((t, x) => t + stored(x), 0);
-          phases.push(['kda', mats + 4 * cfg.kda.heads * cfg.kda.headDim * cfg.kda.headDim * 4]);
+        for (const kind of new Set(cfg.layerKinds.map((k) => k.attn))) {
+          const L = cfg.layerKinds.findIndex((k) => k.attn === kind);
+          phases.push([kind, partBytes(w.layers[L].attn) + stateAt[L]]);
         }
-        const mlaL = w.layers.find((l) => l.attn.kind === 'mla');
-        if (mlaL && mlaL.attn.kind === 'mla') {
-          const a = mlaL.attn;
-          const pos = 8 + tokens / 2;
-          const q = 'proj' in a.q ? [a.q.proj] : [a.q.a, a.q.b];
-          phases.push(['mla', [...q, a.kvA, a.kvB, ...(a.gProj ? [a.gProj] : []), a.oProj].reduce((t, x) => t + stored(x), 0) + pos * (cfg.mla.kvLoraRank + cfg.mla.qkRope) * 4]);
+        for (const kind of new Set(cfg.layerKinds.map((k) => k.ffn))) {
+          const L = cfg.layerKinds.findIndex((k) => k.ffn === kind);
+          const bank = m.container!.banks.get(L);
+          phases.push([kind, partBytes(w.layers[L].ffn) + (kind === 'moe' && bank ? cfg.moe.topK * (bank.layout.payloadEnd - 48) : 0)]);
         }
-        const moeL = first((l) => l.ffn.kind === 'moe');
-        if (moeL && moeL.ffn.kind === 'moe') {
-          const f = moeL.ffn;
-          const bank = m.container!.banks.get(w.layers.indexOf(moeL))!;
-          const shared = f.shared ? stored(f.shared.gate) + stored(f.shared.up) + stored(f.shared.down) : 0;
-          const latent = f.latent ? stored(f.latent.down) + stored(f.latent.up) : 0;
-          phases.push(['moe', stored(f.router) + shared + latent + cfg.moe.topK * (bank.layout.payloadEnd - 48)]);
-        }
-        const denseL = w.layers.find((l) => l.ffn.kind === 'dense');
-        if (denseL && denseL.ffn.kind === 'dense') phases.push(['dense', stored(denseL.ffn.gate) + stored(denseL.ffn.up) + stored(denseL.ffn.down)]);
-        const head = stored(w.lmHead);
-        phases.push(['head', head]);
-        const full = FULL[shape];
+        phases.push(['head', stored(w.lmHead)]);
         let fullMs = 0;
         for (const [phase, bytes] of phases) {
-          const n = phase === 'head' ? 1 : count(phase);
-          const ms = (prof[phase] ?? 0) / tokens / n;
+          const here = phase === 'head' ? 1 : cfg.layerKinds.filter((k) => k.attn === phase || k.ffn === phase).length;
+          const ms = (prof[phase] ?? 0) / tokens / here;
           result.rows.push({ phase, threads, activations, msPerLayer: ms, bytes, floorMs: (bytes / readBandwidth[threads]) * 1000 });
-          fullMs += ms * (phase === 'head' ? 1 : full[phase as keyof typeof full]);
+          fullMs += ms * (full[phase] ?? 0);
         }
         const bank = [...m.container!.banks.values()][0];
-        result.runs.push({ threads, activations, tokensPerSecond: tokens / elapsed[j], fullToken: { ms: fullMs, expertBytes: full.moe * cfg.moe.topK * bank.stride } });
+        result.runs.push({ threads, activations, tokensPerSecond: tokens / elapsed[j], fullToken: { ms: fullMs, expertBytes: (full.moe ?? 0) * cfg.moe.topK * bank.stride } });
       }
     } finally {
       for (const m of models) await m.close();
@@ -151,12 +176,6 @@ export async function benchLayers(opts: { shape?: 'kimi-linear' | 'k3'; dir?: st
   }
   return result;
 }
-
-/** The full models' layer counts: K3 has 69 KDA, 24 MLA, 1 dense and 92 MoE layers; Kimi-Linear 48B 20, 7, 1 and 26. */
-const FULL = {
-  'kimi-linear': { kda: 20, mla: 7, dense: 1, moe: 26 },
-  k3: { kda: 69, mla: 24, dense: 1, moe: 92 },
-};
 
 export function renderLayerBench(r: LayerBenchResult): string {
   const bw = Object.entries(r.readBandwidth).map(([t, b]) => `${(b / 1e9).toFixed(1)} GB/s with ${t} thread${t === '1' ? '' : 's'}`);

@@ -49,7 +49,7 @@ if (what === 'kernels') {
   const r = await benchKernels({ quick, log: (s) => process.stderr.write(`${s}\n`) });
   process.stdout.write(json ? JSON.stringify(r, null, 2) + '\n' : renderKernelBench(r));
 } else if (what === 'layers') {
-  const shape = args.includes('--shape') && args[args.indexOf('--shape') + 1] === 'k3' ? 'k3' : 'kimi-linear';
+  const shape = valueOf('--shape') ?? 'kimi-linear';
   const modes = (valueOf('--activations') ?? DEFAULT_ACTIVATIONS).split(',');
   if (!modes.every((m): m is Activations => m === 'exact' || m === 'a16')) throw new Error('--activations takes exact, a16 or exact,a16');
   const r = await benchLayers({ shape, activations: modes, log: (s) => process.stderr.write(`${s}\n`) });

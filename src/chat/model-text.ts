@@ -3,6 +3,12 @@ import { type ChatFormat, type ChatMessage, type NativeChatFormat, loadChatForma
 import { loadTokenizer, specialsFile } from '../tokenizer/load.js';
 import type { Tokenizer } from '../tokenizer/tokenizer.js';
 
+/**
+ * The files of a model directory that decide how text becomes ids and ids text (a writer
+ * checksums those it writes; verify holds any of them present without a checksum unverified).
+ */
+export const MODEL_TEXT_FILES: readonly string[] = ['tokenizer.model', 'tokenizer.json', 'tokenizer_config.json', 'specials.json', 'chat_template.jinja', 'chat.json', 'generation_config.json'];
+
 /** What a control token looks like in a chat format's markup (Kimi's `<|im_end|>`, K3's `<|open|>`). */
 const CONTROL = /<\|[^|<>\s]{1,64}\|>/g;
 

@@ -12,8 +12,8 @@ import { openRegular, readJson } from '../util/read.js';
  * against the file before a byte of data is read, and tensors are read one at a time (or a range of
  * rows at a time), never a whole shard.
  */
-export type Dtype = 'BF16' | 'F16' | 'F32' | 'U8';
-const DTYPE_BYTES: Record<Dtype, number> = { BF16: 2, F16: 2, F32: 4, U8: 1 };
+export type Dtype = 'BF16' | 'F16' | 'F32' | 'U8' | 'F8_E4M3' | 'I32';
+const DTYPE_BYTES: Record<Dtype, number> = { BF16: 2, F16: 2, F32: 4, U8: 1, F8_E4M3: 1, I32: 4 };
 const MAX_HEADER = 256 << 20;
 
 export interface TensorInfo {
@@ -171,6 +171,8 @@ export class SafetensorsSet {
   readRows(name: string, row0: number, n: number, out: Float32Array): void {
     const t = this.info(name);
     if (t.dtype === 'U8') throw new WasteError('E_FORMAT', `the checkpoint's ${name} is stored as U8 (packed bytes), not as numbers`);
+    if (t.dtype === 'F8_E4M3') throw new WasteError('E_FORMAT', `the checkpoint's ${name} is stored as F8_E4M3 without its weight_scale_inv`);
+    if (t.dtype === 'I32') throw new WasteError('E_FORMAT', `the checkpoint's ${name} is stored as I32 (packed INT4, or integers), not as numbers`);
     const cols = t.shape.length ? t.shape[t.shape.length - 1] : 1;
     const size = DTYPE_BYTES[t.dtype];
     const bytes = n * cols * size;
@@ -190,13 +192,13 @@ export class SafetensorsSet {
     }
   }
 
-  /** Rows [row0, row0 + n) of a U8 tensor (packed bytes) as they are stored, into `out`. */
+  /** Rows [row0, row0 + n) of a U8 (packed bytes), F8_E4M3 or I32 (packed INT4) tensor as they are stored, into `out`. */
   readBytes(name: string, row0: number, n: number, out: Uint8Array): void {
     const t = this.info(name);
-    if (t.dtype !== 'U8') throw new WasteError('E_FORMAT', `the checkpoint's ${name} is stored as ${t.dtype}, not as packed bytes (U8)`);
-    const cols = t.shape.length ? t.shape[t.shape.length - 1] : 1;
-    this.readRange(t, row0 * cols, n * cols);
-    out.set(this.buf.subarray(0, n * cols));
+    if (t.dtype !== 'U8' && t.dtype !== 'F8_E4M3' && t.dtype !== 'I32') throw new WasteError('E_FORMAT', `the checkpoint's ${name} is stored as ${t.dtype}, not as packed bytes (U8)`);
+    const row = (t.shape.length ? t.shape[t.shape.length - 1] : 1) * DTYPE_BYTES[t.dtype];
+    this.readRange(t, row0 * row, n * row);
+    out.set(this.buf.subarray(0, n * row));
   }
 
   /** Bytes [start, start + out.length) of a tensor as they are stored (any dtype), into `out`. */
@@ -267,7 +269,7 @@ function parseHeader(file: string, all: Uint8Array, size: number): Map<string, T
     if (!isObject(meta)) throw bad(`${tname}: entry is not an object`);
     const dtype = meta.dtype;
     if (typeof dtype !== 'string') throw bad(`${tname}: dtype is missing`);
-    if (!(dtype in DTYPE_BYTES)) throw unsupported(`${name}: ${tname} is stored as ${dtype}; the converter reads BF16, F16, F32 and U8 (MXFP4's packed values and scales)`);
+    if (!(dtype in DTYPE_BYTES)) throw unsupported(`${name}: ${tname} is stored as ${dtype}; the converter reads BF16, F16, F32, U8 (MXFP4's packed values and scales), F8_E4M3 (with 128 × 128 block scales) and I32 (packed INT4)`);
     const shape = meta.shape;
     if (!Array.isArray(shape) || shape.length > 8 || !shape.every((d) => typeof d === 'number' && Number.isInteger(d) && d >= 0 && d <= 2 ** 40))
       throw bad(`${tname}: shape must be a list of non-negative integers`);

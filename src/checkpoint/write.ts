@@ -6,7 +6,7 @@ import type { SafetensorsSet } from './safetensors.js';
 /** A tensor to write: its dtype, shape and raw little-endian bytes. */
 export interface RawTensor {
   name: string;
-  dtype: 'BF16' | 'F16' | 'F32' | 'U8';
+  dtype: 'BF16' | 'F16' | 'F32' | 'U8' | 'F8_E4M3' | 'I32';
   shape: number[];
   data: Uint8Array;
 }

@@ -136,7 +136,7 @@ export class Conversion {
     const cfg = arch.parseConfig(fields);
     const st = input?.st ?? SafetensorsSet.open(src);
     try {
-      const w = new CheckpointWeights(st, CheckpointWeights.prefixOf(st));
+      const w = new CheckpointWeights(st, CheckpointWeights.prefixOf(st), arch.stackedExperts);
       // every tensor the model needs, at the shape the config implies, before any work
       arch.planWeights(new CheckpointSource(w), cfg, undefined);
       const plan = input ? input.plan : planConversion(src, w, arch, cfg, settings);
@@ -274,7 +274,8 @@ export class Conversion {
       ),
       trunk: state.trunk,
     };
-    writeManifest(dir, manifest, plan.layers.length ? [TRUNK, CODEBOOKS] : [TRUNK]);
+    // the tokenizer and chat files are checksummed too: a valid but altered specials.json would change every prompt
+    writeManifest(dir, manifest, [TRUNK, ...(plan.layers.length ? [CODEBOOKS] : []), ...small]);
     const keep = new Set(['manifest.json', STATE_FILE, TRUNK, ...small, ...plan.layers.map((l) => `experts-L${l.layer}.bin`)]);
     if (plan.layers.length) keep.add(CODEBOOKS);
     job.prune(keep);

@@ -85,7 +85,8 @@ export interface ConvertPlan {
 
 export function trunkFormat(name: string, shape: number[], trunkBits: 4 | 8 | 16): number {
   const numel = shape.reduce((a, d) => a * d, 1);
-  if (shape.length <= 1 || numel < SMALL_TENSOR) return Fmt.F32;
+  // biases stay F32 however many (gpt-oss's stacked expert biases are [E, 2·inter])
+  if (shape.length <= 1 || numel < SMALL_TENSOR || /(^|[._])bias$/.test(name)) return Fmt.F32;
   if (trunkBits === 16) return Fmt.F16;
   // the embedding table and the output head keep 8 bits: they sit at both ends of the network,
   // where error is least forgiving (and the embedding stays on disk anyway)
@@ -119,6 +120,11 @@ export function planConversion(src: string, w: CheckpointWeights, arch: Architec
   for (const name of w.names().sort()) {
     // routed experts are the checkpoint tensors the trunk leaves out
     if (arch.expertLayerOf(name) !== undefined) continue;
+    // layers after the last (DeepSeek-V3's multi-token prediction) are never run: left out
+    const layer = /^model\.layers\.(\d+)\./.exec(name);
+    if (layer && Number(layer[1]) >= cfg.layers) continue;
+    // nor the layers the model never runs (MTP): their experts have no layer plan either
+    if (arch.unread?.(name, cfg)) continue;
     const info = w.info(name);
     add(w.prefix + name, info.shape, trunkFormat(name, info.shape, settings.trunkBits), info.sourceBytes, (r, n, x) => w.readRows(name, r, n, x));
   }

@@ -1,5 +1,7 @@
 import * as path from 'node:path';
+import { CODEBOOKS } from '../container/codebooks.js';
 import type { Container } from '../container/open.js';
+import { TRUNK } from '../container/trunk.js';
 import type { ModelConfig } from '../core/model-config.js';
 import { type CacheStats, ExpertCache } from '../experts/cache.js';
 import { type StreamFiles, openStreamFiles } from '../experts/io.js';
@@ -106,6 +108,13 @@ function openSource(dir: string, o: ResolvedOpenOptions): Opened {
   if (container.manifest.sparse) {
     container.close();
     throw new WasteError('E_ARG', `${dir} is a sparse container (sizes only, written by waste synth --sparse): plan and info describe it, nothing can run on it`);
+  }
+  if (o.verify) {
+    // what has no checksum is not verified: say so rather than run as if it were
+    const sums = container.manifest.checksums;
+    const unsummed = [TRUNK, ...(container.codebooks ? [CODEBOOKS] : [])].filter((f) => !sums.has(f));
+    const unchecked = [...(unsummed.length ? [`${unsummed.join(' and ')} (manifest.json has no checksum for ${unsummed.length > 1 ? 'them' : 'it'})`] : []), ...(container.manifest.digest ? [] : ["manifest.json's own values (it has no manifest_sha256)"])];
+    if (unchecked.length) o.warn(`${dir}: --verify could not check ${unchecked.join(', nor ')}; waste verify reports it UNVERIFIED`);
   }
   return { kind: 'container', container, config: container.config, arch: architecture(container.config.arch), source: new ContainerSource(container), close: () => container.close() };
 }

@@ -1,3 +1,4 @@
+import type { StackedExperts } from '../checkpoint/stacked.js';
 import type { ExpertQuant, RecordLayout } from '../container/format.js';
 import type { ExpertStore } from '../core/expert-store.js';
 import type { ModelConfig } from '../core/model-config.js';
@@ -49,6 +50,14 @@ export interface Architecture<C extends ModelConfig = ModelConfig> {
    */
   expertTensor(layer: number, expert: number, kind: 0 | 1 | 2): string;
   expertLayerOf(name: string): number | undefined;
+  /**
+   * When the release stacks each layer's routed experts in one tensor per kind (gpt-oss): where,
+   * so that a checkpoint shows each expert's matrices by the names expertTensor gives (slices of
+   * the stacked tensors). expertLayerOf names the layer of the stacked tensors too.
+   */
+  readonly stackedExperts?: StackedExperts;
+  /** Checkpoint tensors the model never reads (multi-token-prediction layers): neither converted nor kept (absent: every tensor is the model's). */
+  unread?(name: string, cfg: C): boolean;
   /** What `waste info` says of a config: fields for `--json`, and lines of text ([label, value]). */
   describe(cfg: C): { fields: Record<string, unknown>; lines: [string, string][] };
   /** The releases `waste pull` knows by a short name. */

@@ -1,3 +1,4 @@
+import type { StackedExperts } from '../checkpoint/stacked.js';
 import type { ModelConfig } from '../core/model-config.js';
 import type { JsonObject } from '../util/fields.js';
 
@@ -44,8 +45,16 @@ export interface SynthCheckpoint {
   rename?: (name: string) => string;
   /** Each layer's routed experts stacked as the release stores them: `….mlp.experts.gate_up_proj` [E, 2I, H] and `….mlp.experts.down_proj` [E, H, I]. */
   stackExperts?: boolean;
-  /** How routed experts are stored: bf16 matrices, or compressed-tensors MXFP4 (K3's release). */
-  experts: 'bf16' | 'mxfp4-packed';
+  /**
+   * How routed experts are stored: bf16 matrices, compressed-tensors MXFP4 (K3's release) or INT4
+   * pack-quantized (Kimi K2-Thinking's), or stacked per layer as `stacked` says
+   * (checkpoint/stacked.ts) — MXFP4 blocks and scales (gpt-oss's release) or bf16 [E, in, out]
+   * (HF's parameter layout).
+   */
+  experts: 'bf16' | 'mxfp4-packed' | 'int4-pack-quantized' | 'mxfp4-stacked' | 'bf16-stacked';
+  stacked?: StackedExperts;
+  /** The matrices stored as FP8 E4M3 with 128 × 128 block scales (`…weight_scale_inv`), as DeepSeek-V3 releases them; absent: none. */
+  fp8?: (name: string) => boolean;
   /** Tensors outside the language model. */
   extra: Iterable<SynthExtraTensor>;
   /** Small files beside the weights, by name (JSON already serialized). */

@@ -219,7 +219,7 @@ class Puller {
       const { fields } = readCheckpointConfig(dl);
       const arch = architectureOf(fields);
       const cfg = arch.parseConfig(fields);
-      const w = new CheckpointWeights(st, CheckpointWeights.prefixOf(st));
+      const w = new CheckpointWeights(st, CheckpointWeights.prefixOf(st), arch.stackedExperts);
       const settings = { ...DEFAULT_SETTINGS };
       for (const k of Object.keys(DEFAULT_SETTINGS) as (keyof typeof settings)[]) if (opts[k] !== undefined) (settings as Record<string, unknown>)[k] = opts[k];
       const convert = planConversion(dl, w, arch, cfg, settings, stampOf(shards));
@@ -237,6 +237,8 @@ class Puller {
         trunkNames.set(s.path, names);
         for (const t of st.names()) {
           if (!originalFile(weightMap, t, s.path)) continue;
+          // MTP layers: neither converted nor copied aside
+          if (arch.unread?.(t, cfg)) continue;
           const layer = arch.expertLayerOf(t);
           if (layer !== undefined) layers.add(layer);
           else names.push(t);

@@ -49,9 +49,9 @@ export interface CompletionResult extends TurnResult {
 const SCORE_CHUNK = 16;
 
 /** Tokenize and check a completion request against the model and the server's limits. */
-export function prepareCompletion(host: Host, req: CompletionRequest): PreparedCompletion {
+export async function prepareCompletion(host: Host, req: CompletionRequest): Promise<PreparedCompletion> {
   const vocab = host.model.config.vocab;
-  const ids = typeof req.prompt === 'string' ? host.model.tokenizer().encode(req.prompt) : req.prompt;
+  const ids = typeof req.prompt === 'string' ? await host.tokenizeText(req.prompt) : req.prompt;
   for (const id of ids) if (id >= vocab) throw badRequest(`prompt: token ${id} is beyond this model's vocabulary of ${vocab}`, 'prompt');
   if (!ids.length) throw badRequest('prompt: there is nothing to complete (the prompt has no tokens)', 'prompt');
   host.checkSampling(req.sampling);

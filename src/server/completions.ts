@@ -73,7 +73,7 @@ export function completionRoutes(app: Hono<RouteEnv>, host: Host): void {
     if (b.suffix) throw badRequest('suffix: insertion is not supported', 'suffix');
     const prompt = promptOf(b.prompt);
     const sampling = samplingOf(b);
-    const prep = prepareCompletion(host, {
+    const prep = await prepareCompletion(host, {
       prompt,
       echo: !!b.echo,
       ...(b.logprobs != null ? { logprobs: b.logprobs } : {}),

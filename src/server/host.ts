@@ -136,8 +136,41 @@ export interface HostOptions {
  * already consumed a prefix of it (the conversation so far), only the rest is fed — the logits are
  * the same either way, so this changes speed, never the answer.
  */
-/** Conversations with more characters of text than this are rendered off the server's thread (below it, tokenizing takes milliseconds). */
+/** Conversations (and completion prompts) with more characters of text than this are rendered off the server's thread (below it, tokenizing prose takes milliseconds; JSON counts JSON_WEIGHT a character). */
 const THREAD_CHARS = 256 * 1024;
+
+/**
+ * The characters of JSON that `values` write (strings quoted, keys, brackets and separators),
+ * counted until `enough`: what a prompt renders besides its messages' text — tool declarations and
+ * their schemas, tool calls' arguments, template variables.
+ */
+function jsonChars(values: unknown[], enough: number): number {
+  let n = 0;
+  const stack = [...values];
+  while (stack.length && n <= enough) {
+    const v = stack.pop();
+    if (v === undefined) continue;
+    if (typeof v === 'string') n += v.length + 2;
+    else if (Array.isArray(v)) {
+      n += 2 + v.length;
+      for (const x of v) stack.push(x);
+    } else if (v && typeof v === 'object') {
+      n += 2;
+      for (const [k, x] of Object.entries(v)) {
+        n += k.length + 4;
+        stack.push(x);
+      }
+    } else n += 5;
+  }
+  return n;
+}
+
+/**
+ * JSON costs more to tokenize than prose of its length: with the demo's tokenizer 234 K characters
+ * of 128 tool declarations are 192 K tokens and 0.24-0.46 s, 176 K characters of prose 40 K tokens
+ * and 20 ms. A character of it counts this many toward THREAD_CHARS.
+ */
+const JSON_WEIGHT = 4;
 
 export class Host {
   readonly queue: FairQueue;
@@ -247,7 +280,8 @@ export class Host {
     const opts = promptOptions(req, format);
     // the template refusing or mangling this conversation is about the conversation
     const codes = ['E_UNSUPPORTED', 'E_FORMAT'] as const;
-    const chars = req.messages.reduce((a, m) => a + m.content.length + (m.reasoning?.length ?? 0), 0);
+    const text = req.messages.reduce((a, m) => a + m.content.length + (m.reasoning?.length ?? 0), 0);
+    const chars = text + JSON_WEIGHT * jsonChars([req.messages.map((m) => m.toolCalls), opts.tools, opts.vars], THREAD_CHARS / JSON_WEIGHT);
     const rendered =
       chars > THREAD_CHARS
         ? await fromClientAsync('messages', () => this.renderOnThread(req.messages, opts), codes)
@@ -265,7 +299,7 @@ export class Host {
 
   /** A large conversation rendered on the prompt thread (the same tokenizer and format, loaded there). */
   private async renderOnThread(messages: ChatMessage[], opts: EncodeOptions): Promise<number[]> {
-    this.promptThread ??= new PromptThread({ dir: this.model.dir, native: this.model.arch.chatFormat, modelVocab: this.model.config.vocab });
+    this.promptThread ??= this.newPromptThread();
     this.rendering++;
     try {
       return await this.promptThread.encode(messages, opts);
@@ -274,8 +308,27 @@ export class Host {
     }
   }
 
-  /** Conversations being rendered on the prompt thread now. */
+  /** Conversations being rendered (and completion texts tokenized) on the prompt thread now. */
   rendering = 0;
+
+  /**
+   * A completion's text tokenized as plain text: a long one on the prompt thread (megabytes take
+   * seconds, which on the server's thread would stall every request), the same ids either way.
+   */
+  async tokenizeText(text: string): Promise<number[]> {
+    if (text.length <= THREAD_CHARS) return this.model.tokenizer().encode(text);
+    this.promptThread ??= this.newPromptThread();
+    this.rendering++;
+    try {
+      return await this.promptThread.encodeText(text);
+    } finally {
+      this.rendering--;
+    }
+  }
+
+  private newPromptThread(): PromptThread {
+    return new PromptThread({ dir: this.model.dir, native: this.model.arch.chatFormat, modelVocab: this.model.config.vocab });
+  }
 
   /**
    * A request's sampling options against this model and the library's sampler: a 400 now, before

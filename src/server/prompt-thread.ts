@@ -9,11 +9,8 @@ export interface PromptThreadInit {
   modelVocab: number;
 }
 
-export interface PromptJob {
-  id: number;
-  messages: ChatMessage[];
-  opts: EncodeOptions;
-}
+/** A conversation to render in the chat format, or a text to tokenize as plain text. */
+export type PromptJob = { id: number; messages: ChatMessage[]; opts: EncodeOptions } | { id: number; text: string };
 export type PromptReply = { id: number; ids: Int32Array } | { id: number; error: { code: WasteErrorCode; message: string } };
 
 interface Pending {
@@ -44,9 +41,18 @@ export class PromptThread {
   }
 
   encode(messages: ChatMessage[], opts: EncodeOptions): Promise<number[]> {
+    return this.ask({ id: this.nextId++, messages, opts });
+  }
+
+  /** A text tokenized as plain text (control-token strings are ordinary text), as the model's tokenizer's `encode` does. */
+  encodeText(text: string): Promise<number[]> {
+    return this.ask({ id: this.nextId++, text });
+  }
+
+  private ask(job: PromptJob): Promise<number[]> {
     if (this.closed) return Promise.reject(new WasteError('E_STATE', 'the prompt thread has been closed'));
     return new Promise((resolve, reject) => {
-      this.waiting.push({ job: { id: this.nextId++, messages, opts }, resolve, reject });
+      this.waiting.push({ job, resolve, reject });
       this.pump();
     });
   }

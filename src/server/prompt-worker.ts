@@ -1,6 +1,6 @@
 /**
  * The prompt thread (see PromptThread): the model's tokenizer and chat format, loaded as the model
- * loaded them, render and tokenize one conversation at a time.
+ * loaded them, render and tokenize one conversation (or tokenize one completion's text) at a time.
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import { loadChatFormat } from '../chat/format.js';
@@ -16,7 +16,7 @@ parentPort!.on('message', (job: PromptJob) => {
   let reply: PromptReply;
   try {
     if (!tokenizer) throw new WasteError('E_UNSUPPORTED', `${init.dir} has no tokenizer`);
-    const ids = Int32Array.from(format.encode(tokenizer, job.messages, job.opts));
+    const ids = Int32Array.from('text' in job ? tokenizer.encode(job.text) : format.encode(tokenizer, job.messages, job.opts));
     reply = { id: job.id, ids };
     parentPort!.postMessage(reply, [ids.buffer]);
   } catch (e) {

@@ -1,7 +1,10 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import { encodeFp8 } from '../checkpoint/fp8.js';
+import { encodeInt4 } from '../checkpoint/int4.js';
 import { encodeMxfp4 } from '../checkpoint/mxfp4.js';
 import { type RawTensor, toBf16, writeSafetensors } from '../checkpoint/write.js';
+import type { StackedExperts } from '../checkpoint/stacked.js';
 import type { ModelConfig } from '../core/model-config.js';
 import { parseModelConfig } from '../model/registry.js';
 import type { JsonObject } from '../util/fields.js';
@@ -44,13 +47,32 @@ export function writeSyntheticCheckpoint(dir: string, opts: CheckpointOptions = 
     for (let i = 0; i < v.length; i++) v[i] = normal() * std;
     return v;
   };
+  // stacked experts: each expert's matrices kept by name until its layer's last is drawn, then
+  // the layer's stacked tensors written in its place (as the release orders them)
+  const held = new Map<string, Float32Array>();
+  const pending = cfg.layerKinds.flatMap((k, L) => (k.ffn === 'moe' ? [L] : []));
   const matrix = (name: string, rows: number, cols: number, std: number, expert = false) => {
     const v = values(rows * cols, std);
-    if (form.experts === 'mxfp4-packed' && expert) {
+    if (form.stacked && expert) {
+      held.set(name.slice(prefix.length), v);
+      const s = form.stacked;
+      if (pending.length && held.has(s.expert(pending[0], cfg.moe.experts - 1, 2))) tensors.push(...stackLayer(cfg, s, held, prefix, form.experts === 'mxfp4-stacked', pending.shift()!));
+    } else if (form.experts === 'mxfp4-packed' && expert) {
       const { packed, scales } = encodeMxfp4(v, rows, cols);
       const base = name.replace(/\.weight$/, '');
       tensors.push({ name: `${base}.weight_packed`, dtype: 'U8', shape: [rows, cols / 2], data: packed });
       tensors.push({ name: `${base}.weight_scale`, dtype: 'U8', shape: [rows, cols / 32], data: scales });
+    } else if (form.experts === 'int4-pack-quantized' && expert) {
+      // compressed-tensors' pack-quantized INT4 (Kimi K2-Thinking): groups of 32 along a row, bf16 scales
+      const { packed, scales } = encodeInt4(v, rows, cols, 32);
+      const base = name.replace(/\.weight$/, '');
+      tensors.push({ name: `${base}.weight_packed`, dtype: 'I32', shape: [rows, Math.ceil(cols / 8)], data: packed });
+      tensors.push({ name: `${base}.weight_scale`, dtype: 'BF16', shape: [rows, cols / 32], data: toBf16(scales) });
+      tensors.push({ name: `${base}.weight_shape`, dtype: 'I32', shape: [2], data: new Uint8Array(new Int32Array([rows, cols]).buffer) });
+    } else if (form.fp8?.(name.slice(prefix.length))) {
+      const { bytes, scales } = encodeFp8(v, rows, cols);
+      tensors.push({ name, dtype: 'F8_E4M3', shape: [rows, cols], data: bytes });
+      tensors.push({ name: `${name}_scale_inv`, dtype: 'F32', shape: [Math.ceil(rows / 128), Math.ceil(cols / 128)], data: new Uint8Array(scales.buffer) });
     } else tensors.push({ name, dtype: 'BF16', shape: [rows, cols], data: toBf16(v) });
   };
   const vector = (name: string, shape: number[], lo: number, hi: number, valid = Infinity) => {
@@ -120,4 +142,48 @@ function stackExperts(tensors: RawTensor[]): void {
     rest.push({ name: `${base}.down_proj`, dtype: 'BF16', shape: [es.length, H, I], data: cat(es.map((e) => kind(e, 'down').data)) });
   }
   tensors.splice(0, tensors.length, ...rest);
+}
+
+/**
+ * MoE layer L's experts stacked as `s` says (and let go of): the fused gate/up with gate and up
+ * rows alternating and the down, as MXFP4 blocks and scales ([E, R, C/32, 16], [E, R, C/32]) or
+ * bf16 [E, C, R] (in × out).
+ */
+function stackLayer(cfg: ModelConfig, s: StackedExperts, held: Map<string, Float32Array>, prefix: string, mxfp4: boolean, L: number): RawTensor[] {
+  const out: RawTensor[] = [];
+  const E = cfg.moe.experts;
+  const I = cfg.moe.inter;
+  const W = cfg.expertWidth;
+  const take = (e: number, kind: 0 | 1 | 2) => {
+    const v = held.get(s.expert(L, e, kind));
+    if (!v) throw new Error(`synthetic checkpoint: no ${s.expert(L, e, kind)} to stack`);
+    held.delete(s.expert(L, e, kind));
+    return v;
+  };
+  // [E][R][C] out × in, the fused one's rows alternating gate, up
+  const gu = new Float32Array(E * 2 * I * W);
+  const down = new Float32Array(E * W * I);
+  for (let e = 0; e < E; e++) {
+    const [g, u, d] = [take(e, 0), take(e, 1), take(e, 2)];
+    for (let i = 0; i < I; i++) {
+      gu.set(g.subarray(i * W, (i + 1) * W), (e * 2 * I + 2 * i) * W);
+      gu.set(u.subarray(i * W, (i + 1) * W), (e * 2 * I + 2 * i + 1) * W);
+    }
+    down.set(d, e * W * I);
+  }
+  const put = (name: string, x: Float32Array, R: number, C: number) => {
+    const full = `${prefix}model.layers.${L}.${name}`;
+    if (mxfp4) {
+      const { packed, scales } = encodeMxfp4(x, E * R, C);
+      out.push({ name: `${full}_blocks`, dtype: 'U8', shape: [E, R, C / 32, 16], data: packed });
+      out.push({ name: `${full}_scales`, dtype: 'U8', shape: [E, R, C / 32], data: scales });
+      return;
+    }
+    const t = new Float32Array(E * R * C);
+    for (let e = 0; e < E; e++) for (let r = 0; r < R; r++) for (let c = 0; c < C; c++) t[(e * C + c) * R + r] = x[(e * R + r) * C + c];
+    out.push({ name: full, dtype: 'BF16', shape: [E, C, R], data: toBf16(t) });
+  };
+  put(s.gateUp, gu, 2 * I, W);
+  put(s.down, down, W, I);
+  return out;
 }

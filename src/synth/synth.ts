@@ -203,13 +203,18 @@ export function writeSyntheticContainer(dir: string, opts: SynthOptions = {}): M
     // a reader that runs models refuses this one before loading holes (the C engine ignores the key)
     ...(sparse ? { sparse: true } : {}),
   };
+  const small: string[] = [];
   if (voc) {
     writeFileAtomic(path.join(dir, 'tokenizer.model'), rankFileText(voc.ranks));
     writeFileAtomic(path.join(dir, 'specials.json'), JSON.stringify(voc.specials, null, 1) + '\n');
-    for (const [name, text] of Object.entries(synth.containerFiles?.(rawCfg) ?? {})) writeFileAtomic(path.join(dir, name), text);
+    small.push('tokenizer.model', 'specials.json');
+    for (const [name, text] of Object.entries(synth.containerFiles?.(rawCfg) ?? {})) {
+      writeFileAtomic(path.join(dir, name), text);
+      small.push(name);
+    }
   }
   // a sparse trunk holds nothing worth a digest (and hashing 27 GiB of holes takes a while)
-  writeManifest(dir, manifest, sparse ? [] : moeLayers.length ? [TRUNK, CODEBOOKS] : [TRUNK]);
+  writeManifest(dir, manifest, sparse ? small : [TRUNK, ...(moeLayers.length ? [CODEBOOKS] : []), ...small]);
   return cfg;
 }
 

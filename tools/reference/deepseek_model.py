@@ -82,7 +82,9 @@ The decoder
     linear weights stored F8_E4M3 with `<name>_scale_inv` F32 [ceil(rows/128), ceil(cols/128)],
     W = fp8 * scale_inv of its block (moe_families_model.Checkpoint.weight); the router, norms,
     embeddings, lm_head and the correction bias stay BF16/F32. Any tensor may be either.
-    Other quant_methods (e.g. Kimi K2-Thinking's INT4 compressed-tensors) are refused.
+    Kimi K2-Thinking's routed experts are compressed-tensors pack-quantized INT4 (symmetric, groups
+    of 32 along a row, bf16 scales; moe_families_model.Checkpoint reads them); other quant_methods
+    are refused.
   * DeepSeek-V3.2 (model_type deepseek_v32, `index_*` config keys: the lightning indexer's sparse
     attention) is refused by name.
 """
@@ -135,8 +137,11 @@ class Config:
             if g(key) not in (None, want):
                 raise ValueError(f"{key} {g(key)!r}: only {want!r} (DeepSeek-V3's router)")
         qc = g("quantization_config")
-        if qc and qc.get("quant_method") not in (None, "fp8"):
-            raise ValueError(f"quantization_config.quant_method {qc.get('quant_method')!r}: only fp8 blocks")
+        if qc and qc.get("quant_method") == "compressed-tensors":
+            if qc.get("format") != "pack-quantized":
+                raise ValueError(f"compressed-tensors format {qc.get('format')!r}: only pack-quantized INT4")
+        elif qc and qc.get("quant_method") not in (None, "fp8"):
+            raise ValueError(f"quantization_config.quant_method {qc.get('quant_method')!r}: only fp8 blocks and INT4 pack-quantized")
 
         self.inv_freq, self.attn_factor, self.rot_dim, self.rope_type, self.max_pos = rope_setup(raw, self.dr, fam)
         if self.rot_dim != self.dr:

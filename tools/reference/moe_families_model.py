@@ -152,7 +152,7 @@ FAMILIES = ("qwen3_moe", "mixtral", "olmoe", "glm4_moe", "gpt_oss")
 
 
 _FLOAT = {"F64": (torch.float64, 8), "F32": (torch.float32, 4), "F16": (torch.float16, 2), "BF16": (None, 2)}
-_INT = {"U8": (torch.uint8, 1), "I8": (torch.int8, 1)}
+_INT = {"U8": (torch.uint8, 1), "I8": (torch.int8, 1), "I32": (torch.int32, 4)}
 
 
 def _e4m3_values():
@@ -228,14 +228,26 @@ class Checkpoint:
             for name, meta in header.items():
                 if name != "__metadata__":
                     self.where[name] = (fn, 8 + n, meta)
+        # compressed-tensors pack-quantized INT4 (Kimi K2-Thinking's routed experts): an I32
+        # `X.weight_packed` with `X.weight_scale` and `X.weight_shape` stands for the matrix `X.weight`
+        self.int4 = {}
+        for name, (_, _, meta) in self.where.items():
+            if name.endswith(".weight_packed") and meta["dtype"] == "I32":
+                base = name[: -len("_packed")]
+                if base + "_scale" not in self.where or base + "_shape" not in self.where:
+                    raise ValueError(f"{name}: INT4 pack-quantized without its weight_scale and weight_shape")
+                self.int4[base] = [int(v) for v in self.tensor(base + "_shape").tolist()]
 
     def names(self):
-        return list(self.where)
+        parts = {b + x for b in self.int4 for x in ("_packed", "_scale", "_shape")}
+        return [n for n in self.where if n not in parts] + list(self.int4)
 
     def has(self, name):
-        return name in self.where
+        return name in self.where or name in self.int4
 
     def meta(self, name):
+        if name in self.int4:
+            return {"dtype": "INT4", "shape": self.int4[name]}
         if name not in self.where:
             raise KeyError(f"{self.path}: tensor {name} not in the checkpoint")
         return self.where[name][2]
@@ -287,6 +299,8 @@ class Checkpoint:
         (one scale per block of fp8_block() rows x cols, partial blocks at the right and bottom
         edges): W[i, j] = fp8[i, j] * scale_inv[i // b0, j // b1]. Other dtypes are read as stored,
         so a checkpoint may mix FP8 and BF16 tensors."""
+        if name in self.int4:
+            return int4_dequant(self.tensor(name + "_packed"), self.tensor(name + "_scale"), self.int4[name], name)
         m = self.meta(name)
         if m["dtype"] != "F8_E4M3":
             return self.tensor(name)
@@ -309,6 +323,17 @@ class Checkpoint:
         cols = m["shape"][1]
         per = itemsize(m["dtype"]) * cols
         return decode(self._bytes(name, a * per, (b - a) * per), m["dtype"]).reshape(b - a, cols)
+
+
+def int4_dequant(packed, scale, shape, name="weight"):
+    """compressed-tensors pack-quantized, symmetric INT4: packed I32 [R, ceil(C/8)] (column j in bits
+    4 * (j % 8) of word j // 8, stored as q + 8), scale [R, C / g] -> q * the scale of its group."""
+    R, C = shape
+    if tuple(packed.shape) != (R, -(-C // 8)) or scale.dim() != 2 or scale.shape[0] != R or C % scale.shape[1]:
+        raise ValueError(f"{name}: INT4 packed {tuple(packed.shape)}, scale {tuple(scale.shape)} for [{R}, {C}]")
+    p = packed.to(torch.int64) & 0xFFFFFFFF
+    q = torch.stack([(p >> (4 * i)) & 15 for i in range(8)], -1).reshape(R, -1)[:, :C] - 8
+    return q.to(DT) * scale.repeat_interleave(C // scale.shape[1], 1)
 
 
 def fp8_dequant(q, scale, block, name="weight"):

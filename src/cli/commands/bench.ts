@@ -2,7 +2,7 @@ import { type Command, Option } from 'commander';
 import { benchDispatch, renderDispatch } from '../../bench/dispatch.js';
 import { benchImage, renderImageBench } from '../../bench/image.js';
 import { benchKernels, renderKernelBench } from '../../bench/kernels.js';
-import { benchLayers, renderLayerBench } from '../../bench/layers.js';
+import { benchLayers, layerBenchShapes, renderLayerBench } from '../../bench/layers.js';
 import { benchPages, renderPageBench } from '../../bench/pages.js';
 import { benchStream, renderStream } from '../../bench/stream.js';
 import { intArg } from '../args.js';
@@ -24,14 +24,14 @@ export function registerBench(program: Command): void {
   )
     .option('--kernels', 'kernel throughput per thread count, next to the arena read bandwidth measured in the same run', false)
     .option('--layers', 'decode with a real model\'s shapes and every expert in memory: ms per layer against bytes ÷ bandwidth, and a full token projected', false)
-    .addOption(new Option('--shape <shape>', 'the shapes --layers decodes with').choices(['kimi-linear', 'k3']).default('kimi-linear'))
+    .addOption(new Option('--shape <shape>', 'the real-width shape --layers decodes with (any family\'s release)').choices(layerBenchShapes()).default('kimi-linear'))
     .option('--pages', 'what the first use of a 4 KiB page of engine memory costs, fresh and after a disk read (large on some VMs)', false)
     .option('--dispatch', 'tiny-model decode with 1 and 2 threads', false)
     .option('--image <file>', "with MODEL: the vision tower's time on this image and the prefill cost of its rows, next to as much text")
     .addOption(new Option('--image-route <route>', 'how --image becomes patches').choices(['waste', 'native']).default('waste'))
     .option('--quick', 'smaller buffers and shorter timing (less precise)', false)
     .option('--json', 'print JSON', false)
-    .action(async (model: string | undefined, o: EngineFlags & { image?: string; imageRoute: 'waste' | 'native'; kernels: boolean; layers: boolean; pages: boolean; dispatch: boolean; quick: boolean; json: boolean; shape: 'kimi-linear' | 'k3'; tokens: number; promptTokens: number; routingTrace?: string; inputs: 'random' | 'greedy'; cacheSlots?: number; warmStart: boolean }) => {
+    .action(async (model: string | undefined, o: EngineFlags & { image?: string; imageRoute: 'waste' | 'native'; kernels: boolean; layers: boolean; pages: boolean; dispatch: boolean; quick: boolean; json: boolean; shape: string; tokens: number; promptTokens: number; routingTrace?: string; inputs: 'random' | 'greedy'; cacheSlots?: number; warmStart: boolean }) => {
       // no model and nothing else chosen: the demo model
       if (!model && !o.kernels && !o.layers && !o.pages && !o.dispatch) model = modelOrDemo(undefined);
       const log = (s: string) => process.stderr.write(`${s}\n`);

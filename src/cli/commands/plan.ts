@@ -24,8 +24,9 @@ export function registerPlan(program: Command): void {
     .option('--vision', "reserve the vision tower's room, as opening a model with one does by default")
     .option('--no-vision', "leave the vision tower's room to the expert cache (waste run/chat/serve --no-vision)")
     .option('--image-patches <n>', 'the most patches one image may become (as when opening)', intArg(...OPTION_BOUNDS.imagePatches))
+    .option('--ram <size>', "plan for a machine with this much RAM, all of it free (16G, 64G…), instead of this one")
     .option('--json', 'print JSON', false)
-    .action((model: string | undefined, o: { ctx: number; budget?: string; threads?: number; chunk: number; sessions: number; parallel?: number; vision?: boolean; imagePatches?: number; json: boolean }) => {
+    .action((model: string | undefined, o: { ram?: string; ctx: number; budget?: string; threads?: number; chunk: number; sessions: number; parallel?: number; vision?: boolean; imagePatches?: number; json: boolean }) => {
       const dir = modelOrDemo(model);
       // a checkpoint folder as run and serve open it: every weight resident in f32, nothing streamed
       const kind = isCheckpointDir(dir) ? 'checkpoint' : 'container';
@@ -39,7 +40,10 @@ export function registerPlan(program: Command): void {
         let stride = 0;
         for (const b of c?.banks.values() ?? []) stride = Math.max(stride, b.stride);
         const vision = o.vision !== false ? visionOf(arch, dir, { kind, source }, cfg, threads, o.chunk, o.imagePatches) : undefined;
-        const plan = planFor(arch, cfg, arch.planWeights(source, cfg, c?.quant), stride, c?.quant, { maxContext: o.ctx, threads, chunk: o.chunk, sessions: Math.max(o.sessions, o.parallel ?? 1), visionBytes: vision?.bytes });
+        // another machine's RAM, idle: no cgroup, nothing else holding memory
+        const machine = o.ram !== undefined ? parseSize(o.ram, undefined, 'ram') : undefined;
+        const ram = machine !== undefined ? { physical: machine, usable: machine } : undefined;
+        const plan = planFor(arch, cfg, arch.planWeights(source, cfg, c?.quant), stride, c?.quant, { maxContext: o.ctx, threads, chunk: o.chunk, sessions: Math.max(o.sessions, o.parallel ?? 1), visionBytes: vision?.bytes, ram });
         // what opening would do with it
         const budget = withinRam(o.budget !== undefined ? parseSize(o.budget, plan.ram.usable, 'budget') : undefined, plan.ram.usable, (m) => process.stderr.write(`waste: warning: ${m}\n`));
         const below = budget !== undefined && budget < plan.floorBytes;
@@ -92,8 +96,8 @@ export function registerPlan(program: Command): void {
               : []),
             ['FLOOR', `${formatSize(plan.floorBytes)} (${plan.floorBytes} bytes, in ${floorLayout.arenas.length} arenas of whole pages)`],
             ['one token of experts', `${formatSize(plan.workingSetBytes)} (${plan.workingSetRecords} records of ${formatSize(plan.recordBytes)})`],
-            ['usable RAM', `${formatSize(plan.ram.usable)}${plan.ram.cgroupLimit !== undefined ? ' (cgroup limit)' : ''} of ${formatSize(plan.ram.physical)} physical`],
-            ['available now', plan.ram.available !== undefined ? `${formatSize(plan.ram.available)} (${plan.ram.availableFrom === 'cgroup' ? "the cgroup's headroom" : 'MemAvailable'}); the default leaves ${formatSize(plan.osMarginBytes)} of it free` : `unknown; the default leaves ${formatSize(plan.osMarginBytes)} of usable RAM free`],
+            ['usable RAM', `${formatSize(plan.ram.usable)}${plan.ram.cgroupLimit !== undefined ? ' (cgroup limit)' : ''} of ${formatSize(plan.ram.physical)} physical${machine !== undefined ? ' (--ram: a machine of that size, idle)' : ''}`],
+            ['available now', machine !== undefined ? `all of it (--ram); the default leaves ${formatSize(plan.osMarginBytes)} free` : plan.ram.available !== undefined ? `${formatSize(plan.ram.available)} (${plan.ram.availableFrom === 'cgroup' ? "the cgroup's headroom" : 'MemAvailable'}); the default leaves ${formatSize(plan.osMarginBytes)} of it free` : `unknown; the default leaves ${formatSize(plan.osMarginBytes)} of usable RAM free`],
             [
               'default budget',
               plan.floorBytes > plan.ram.usable

@@ -1,3 +1,4 @@
+import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { Command } from 'commander';
 import { checkChecksum, fileChecksum } from '../../container/checksums.js';
@@ -6,7 +7,7 @@ import { checkManifestDigest } from '../../container/manifest.js';
 import { architecture, openModelContainer } from '../../model/registry.js';
 import { TRUNK } from '../../container/trunk.js';
 import { WasteError } from '../../util/errors.js';
-import { openModelText } from '../../chat/model-text.js';
+import { MODEL_TEXT_FILES, openModelText } from '../../chat/model-text.js';
 import { Progress } from '../progress.js';
 import { formatSize } from '../../util/size.js';
 import { modelOrDemo } from '../default-model.js';
@@ -31,7 +32,9 @@ export function registerVerify(program: Command): void {
         }
         const sums = c.manifest.checksums;
         const files = [...sums.keys()];
-        const unsummed = [TRUNK, ...(c.codebooks ? [CODEBOOKS] : [])].filter((f) => !sums.has(f));
+        // what an open reads besides the weights: the tokenizer and the chat format change every prompt
+        const read = MODEL_TEXT_FILES.filter((f) => fs.existsSync(path.join(c.dir, f)));
+        const unsummed = [TRUNK, ...(c.codebooks ? [CODEBOOKS] : []), ...read].filter((f) => !sums.has(f));
         let total = 0;
         for (const sum of sums.values()) total += sum.bytes;
         for (const b of c.banks.values()) total += b.experts * b.stride;

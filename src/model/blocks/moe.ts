@@ -49,6 +49,24 @@ export interface MoeWeights {
   dense?: FfnWeights[];
   /** Latent MoE (K3): experts run on down·h; their weighted sum is normed (if `norm`) and brought back by `up`. */
   latent?: { down: Tensor; norm?: Float32Array; up: Tensor };
+  /**
+   * The routed experts' biases (gpt-oss): `gateUp` [E][inter][2] (gate's and up's bias of each
+   * row, alternating, as the release stores them), `down` [E][width]; added to each product.
+   */
+  expertBias?: { gateUp: Float32Array; down: Float32Array };
+}
+
+/** Expert e's gate and up biases added to its products `a` and `b` (I values each), on the calling thread. */
+function addGateUpBias(bias: Float32Array, e: number, a: Float32Array, b: Float32Array, I: number): void {
+  const o = e * 2 * I;
+  for (let i = 0; i < I; i++) {
+    a[i] += bias[o + 2 * i];
+    b[i] += bias[o + 2 * i + 1];
+  }
+}
+
+function addDownBias(bias: Float32Array, e: number, y: Float32Array, W: number): void {
+  for (let i = 0; i < W; i++) y[i] += bias[e * W + i];
 }
 
 /** What the MoE block needs of the network that runs it. */
@@ -114,7 +132,7 @@ export function moe(h: MoeHost, L: number, w: MoeWeights, T: number, s: MoeScrat
     }
     sharedDone = true;
   };
-  if (w.dense) denseExperts(h, w.dense, used, W, xin, T, s);
+  if (w.dense) denseExperts(h, w.dense, used, W, xin, T, s, w.expertBias);
   else {
     const store = h.experts;
     if (!store) throw new WasteError('E_STATE', 'this model has no expert store');
@@ -122,7 +140,8 @@ export function moe(h: MoeHost, L: number, w: MoeWeights, T: number, s: MoeScrat
     const one = (e: number, rec: Uint8Array, arena: Arena) => expert(h, L, w, e, rec, h.scratchOf(arena), s, W, xin, T, prepared);
     // the records that have landed are computed together, each (token, expert) pair whole on one
     // thread: a dispatch per decode step's worth of pairs where expert by expert took three per pair
-    if (store.eachLanded) store.eachLanded(L, used, (landed) => together(h, L, w, landed, s, W, xin, T, prepared, one), runShared);
+    // experts with biases are computed a product at a time (vqExperts fuses the three)
+    if (store.eachLanded && !w.expertBias) store.eachLanded(L, used, (landed) => together(h, L, w, landed, s, W, xin, T, prepared, one), runShared);
     else store.each(L, used, one, runShared);
   }
   if (!sharedDone) runShared();
@@ -151,7 +170,7 @@ export function moe(h: MoeHost, L: number, w: MoeWeights, T: number, s: MoeScrat
 }
 
 /** The unquantized reference: every routed expert as dense matrices, for each token routed to it. */
-function denseExperts(h: MoeHost, experts: FfnWeights[], used: number[], W: number, xin: Float32Array, T: number, s: MoeScratch): void {
+function denseExperts(h: MoeHost, experts: FfnWeights[], used: number[], W: number, xin: Float32Array, T: number, s: MoeScratch, bias?: MoeWeights['expertBias']): void {
   const { topK: K, inter: I } = h.moe;
   const k = h.kernels;
   for (const e of used) {
@@ -162,8 +181,11 @@ function denseExperts(h: MoeHost, experts: FfnWeights[], used: number[], W: numb
         const v = xin.subarray(t * W, (t + 1) * W);
         k.matmul(x.gate, v, s.ffA, 1);
         k.matmul(x.up, v, s.ffB, 1);
+        if (bias) addGateUpBias(bias.gateUp, e, s.ffA, s.ffB, I);
         activate(k, h.act, s.ffA, s.ffB, I);
-        k.matmul(x.down, s.ffA, s.expertOut.subarray((t * K + j) * W, (t * K + j + 1) * W), 1);
+        const y = s.expertOut.subarray((t * K + j) * W, (t * K + j + 1) * W);
+        k.matmul(x.down, s.ffA, y, 1);
+        if (bias) addDownBias(bias.down, e, y, W);
       }
   }
 }
@@ -186,11 +208,13 @@ function expert(h: MoeHost, L: number, w: MoeWeights, e: number, rec: Uint8Array
       const sc = lay.scaleOff;
       // gate and up in one call: one dispatch to the pool where there were two
       k.vqApplyPair(rec, { idxOff: lay.gateOff, scaleOff: sc, lut: lutG, y: sx.ffA }, { idxOff: lay.upOff, scaleOff: sc + 2 * I, lut: lutU, y: sx.ffB }, I, W, geom);
+      if (w.expertBias) addGateUpBias(w.expertBias.gateUp, e, sx.ffA, sx.ffB, I);
       activate(k, h.act, sx.ffA, sx.ffB, I);
       k.vqLut(bookD, geom.stages, geom.entries, geom.vecDim, sx.ffA, I, sx.lutDown);
       // an expert arena holds one output row at a time; the layer's scratch holds them all
       const dst = sx === s ? s.expertOut.subarray((t * K + j) * W, (t * K + j + 1) * W) : sx.expertOut.subarray(0, W);
       k.vqApply(rec, lay.downOff, sc + 4 * I, W, I, geom, sx.lutDown, dst);
+      if (w.expertBias) addDownBias(w.expertBias.down, e, dst, W);
       if (sx !== s) s.expertOut.set(dst, (t * K + j) * W);
     }
   }
@@ -245,7 +269,13 @@ function together(h: MoeHost, L: number, w: MoeWeights, landed: readonly LandedR
           const [lutGate, lutUp] = tables(h, L, w, sx, s, W, xin, T, t, prepared);
           jobs.push({ rec: r.record, lutGate, lutUp, y: s.expertOut.subarray((t * K + j) * W, (t * K + j + 1) * W) });
         }
-    const shape = { gateOff: lay.gateOff, upOff: lay.upOff, downOff: lay.downOff, scaleOff: lay.scaleOff, inter: h.moe.inter, width: W, g: h.geom!, booksDown, act: h.act, topK: K };
+    const act = h.act;
+    // no kernel fuses gpt-oss's clamped GLU (nor its biases: such experts never come here)
+    if (act.kind === 'clamped') {
+      for (const r of group) one(r.expert, r.record, arena);
+      continue;
+    }
+    const shape = { gateOff: lay.gateOff, upOff: lay.upOff, downOff: lay.downOff, scaleOff: lay.scaleOff, inter: h.moe.inter, width: W, g: h.geom!, booksDown, act, topK: K };
     if (!h.kernels.vqExperts(jobs, shape)) for (const r of group) one(r.expert, r.record, arena);
   }
 }

@@ -69,6 +69,8 @@ export const qwen3Next: Architecture<Qwen3NextConfig> = {
   },
   expertTensor: (layer, e, kind) => QWEN3_NEXT_NAMES.expert(layer, e, kind),
   expertLayerOf: qwen3NextExpertLayerOf,
+  // the MTP layer and (Qwen3.5) the vision tower: neither converted nor copied aside by a pull
+  unread: (name) => name.startsWith('mtp.') || name.startsWith('model.visual.'),
   describe,
   visionRefusal: "qwen3-next runs no vision tower (Qwen3.5's releases have one; this build runs their language model only)",
   synth: qwen3NextSynth,

@@ -12,8 +12,8 @@ export const SHARED_GATE = 'mlp.shared_expert_gate.weight';
 
 /**
  * The layer whose routed experts a tensor holds (one expert's matrix, or a release's stacked
- * `mlp.experts.gate_up_proj` / `down_proj`), or undefined for any other tensor. The MTP layer's
- * experts (`mtp.layers.0.…`) count as layer 0's: never converted, never copied into the trunk.
+ * `mlp.experts.gate_up_proj` / `down_proj`), or undefined for any other tensor. (The MTP layer's,
+ * `mtp.layers.0.…`, are `unread` before this is asked.)
  */
 export function qwen3NextExpertLayerOf(name: string): number | undefined {
   const m = /(?:^|\.)layers\.(\d+)\.mlp\.experts\.(?:\d+\.|gate_up_proj|down_proj)/.exec(name);

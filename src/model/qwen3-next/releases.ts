@@ -30,9 +30,9 @@ export const QWEN3_NEXT_RELEASES: KnownRelease[] = [
     repo: 'Qwen/Qwen3.5-397B-A17B',
     checkpointBytes: 794e9,
     shards: 200,
-    // 9.8 B parameters outside the routed experts, bf16, and the vision tower's and MTP layer's
-    // non-expert tensors (copied aside with the trunk, though never converted), about 1 GB
-    trunkSourceBytes: 20.6e9,
+    // 9.8 B parameters outside the routed experts, bf16 (the vision tower and the MTP layer are
+    // neither converted nor copied aside)
+    trunkSourceBytes: 19.6e9,
     containerBytes: 151.54e9,
     floorBytes: 5.47 * GiB,
     parameters: '397 B, 17 B active',

@@ -17,7 +17,7 @@ export class CheckpointSource implements WeightSource {
   constructor(private readonly st: CheckpointWeights) {}
 
   unprefixed(): WeightSource {
-    return new CheckpointSource(new CheckpointWeights(this.st.st, ''));
+    return new CheckpointSource(new CheckpointWeights(this.st.st, '', this.st.stacked));
   }
 
   has(name: string): boolean {

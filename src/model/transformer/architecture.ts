@@ -1,3 +1,4 @@
+import type { StackedExperts } from '../../checkpoint/stacked.js';
 import { WasteError } from '../../util/errors.js';
 import type { Fields } from '../../util/fields.js';
 import type { Architecture } from '../architecture.js';
@@ -22,6 +23,8 @@ export interface TransformerFamily {
   expertLayerOf(name: string): number | undefined;
   synth: FamilySynth<TransformerConfig>;
   releases?: readonly KnownRelease[];
+  /** Where a release stacks each layer's routed experts (gpt-oss); absent: one tensor per expert and kind. */
+  stacked?: StackedExperts;
 }
 
 /** A transformer family as the engine sees it: the shared decoder with the family's details. */
@@ -43,6 +46,12 @@ export function transformerArchitecture(f: TransformerFamily): Architecture<Tran
     },
     expertTensor: (layer, e, kind) => f.moe.expert(layer, e, kind),
     expertLayerOf: f.expertLayerOf,
+    stackedExperts: f.stacked,
+    unread: (name, cfg) => {
+      // model.layers.N past num_hidden_layers: the MTP layers (skippedLayers of them)
+      const m = cfg.skippedLayers ? /(?:^|\.)layers\.(\d+)\./.exec(name) : null;
+      return !!m && Number(m[1]) >= cfg.layers && Number(m[1]) < cfg.layers + cfg.skippedLayers;
+    },
     describe: describeTransformer,
     synth: f.synth,
     releases: f.releases,

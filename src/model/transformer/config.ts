@@ -45,7 +45,7 @@ export function countTransformerParams(cfg: TransformerConfig): { total: number;
   const H = cfg.hidden;
   const a = cfg.attention;
   const attn = H * a.heads * a.headDim * 2 + H * a.kvHeads * a.headDim * 2;
-  const expert = 3 * H * cfg.moe.inter;
+  const expert = 3 * H * cfg.moe.inter + (cfg.expertBias ? 2 * cfg.moe.inter + H : 0);
   let total = cfg.vocab * H * (cfg.tieEmbeddings ? 1 : 2);
   let active = total;
   for (const k of cfg.layerKinds) {

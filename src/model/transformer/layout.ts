@@ -18,6 +18,8 @@ export interface MoeNames {
   selectionBias?: string;
   /** The shared experts' FFN prefix (GLM's `mlp.shared_experts.`). */
   shared?: string;
+  /** The routed experts' biases, stacked (gpt-oss): gate and up [E, 2·inter] alternating per row, down [E, width]. */
+  expertBias?: { gateUp: string; down: string };
   /** Matrix `kind` (0 gate, 1 up, 2 down) of routed expert e: a checkpoint's name. */
   expert(layer: number, e: number, kind: 0 | 1 | 2): string;
 }
@@ -42,6 +44,10 @@ function moeTensors(cfg: TransformerConfig, L: number, n: MoeNames, b: Binder): 
     bias: n.selectionBias && b.has(p + n.selectionBias) ? b.vector(p + n.selectionBias, E, [[E], [1, E]]) : b.vector('', E),
     routerBias: n.routerBias ? b.vector(p + n.routerBias, E) : undefined,
     shared: n.shared && cfg.sharedInter ? ffnTensors(p + n.shared, cfg.sharedInter, H, b) : undefined,
+    expertBias:
+      cfg.expertBias && n.expertBias
+        ? { gateUp: b.vector(p + n.expertBias.gateUp, E * 2 * I, [[E, 2 * I]]), down: b.vector(p + n.expertBias.down, E * cfg.expertWidth, [[E, cfg.expertWidth]]) }
+        : undefined,
     booksT: b.books(),
     dense: b.dense()
       ? Array.from({ length: E }, (_, e) => ({ gate: b.matrix(n.expert(L, e, 0), I, H), up: b.matrix(n.expert(L, e, 1), I, H), down: b.matrix(n.expert(L, e, 2), H, I) }))

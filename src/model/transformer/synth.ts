@@ -42,6 +42,10 @@ export function* transformerTensors(cfg: TransformerConfig, moe: MoeNames): Gene
     yield matrix(p + moe.router, E, H, inv(H));
     if (moe.routerBias) yield vector(p + moe.routerBias, [E], -0.1, 0.1);
     if (moe.selectionBias) yield vector(p + moe.selectionBias, [E], -0.1, 0.1);
+    if (moe.expertBias && cfg.expertBias) {
+      yield vector(p + moe.expertBias.gateUp, [E, 2 * I], -0.1, 0.1);
+      yield vector(p + moe.expertBias.down, [E, H], -0.1, 0.1);
+    }
     for (let e = 0; e < E; e++) {
       yield matrix(moe.expert(L, e, 0), I, H, inv(H), true);
       yield matrix(moe.expert(L, e, 1), I, H, inv(H), true);
