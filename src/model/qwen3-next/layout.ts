@@ -8,11 +8,11 @@ import { ffnTensors } from '../transformer/layout.js';
 import type { Qwen3NextConfig } from './config.js';
 import { GDN_PROJ, QWEN3_NEXT_NAMES, SHARED_GATE } from './names.js';
 
-/** One layer's weights: its two norms (stored as 1 + w), its mixer (attention or Gated DeltaNet), its FFN. */
+/** One layer's weights: its two norms (stored as 1 + w), its sequence mixer `attn` (attention or Gated DeltaNet), its FFN. */
 export interface Qwen3NextLayer {
   inputNorm: Float32Array;
   postNorm: Float32Array;
-  mixer: AttentionWeights | GdnWeights;
+  attn: AttentionWeights | GdnWeights;
   ffn: ({ kind: 'dense' } & FfnWeights) | MoeWeights;
 }
 
@@ -85,7 +85,7 @@ export const QWEN3_NEXT_LAYOUT: TrunkLayout<Qwen3NextConfig, Qwen3NextLayer, obj
     return {
       inputNorm: centred(b.vector(`${p}input_layernorm.weight`, H)),
       postNorm: centred(b.vector(`${p}post_attention_layernorm.weight`, H)),
-      mixer: cfg.layerKinds[L].attn === 'gdn' ? gdnTensors(cfg, L, b) : attentionTensors(cfg, L, b),
+      attn: cfg.layerKinds[L].attn === 'gdn' ? gdnTensors(cfg, L, b) : attentionTensors(cfg, L, b),
       ffn: cfg.layerKinds[L].ffn === 'dense' ? { kind: 'dense', ...ffnTensors(`${p}mlp.`, cfg.denseInter, H, b) } : moeTensors(cfg, L, b),
     };
   },

@@ -78,11 +78,11 @@ export class Qwen3NextNetwork extends ModelNetwork<Qwen3NextConfig, Qwen3NextLay
     const k = this.kernels;
     let t0 = this.profile ? performance.now() : 0;
     for (let t = 0; t < T; t++) k.rmsnorm(s.x, w.inputNorm, eps, s.norm, H, t * H, t * H);
-    if ('kind' in w.mixer) {
-      gatedDeltaNet(k, this.cfg.gdn, eps, w.mixer as GdnWeights, T, (t) => rows.row(t).state.gdn[L]!, s);
-      t0 = this.tally('deltanet', t0);
+    if ('kind' in w.attn) {
+      gatedDeltaNet(k, this.cfg.gdn, eps, w.attn as GdnWeights, T, (t) => rows.row(t).state.gdn[L]!, s);
+      t0 = this.tally('gdn', t0);
     } else {
-      attention(k, this.cfg.attention, this.rope, 0, w.mixer as AttentionWeights, T, (t) => {
+      attention(k, this.cfg.attention, this.rope, 0, w.attn as AttentionWeights, T, (t) => {
         const r = rows.row(t);
         return { cache: r.state.kv[L]!, pos: r.pos };
       }, s);
