@@ -29,8 +29,9 @@ const FAMILIES: { shape: string; template: string; bos?: string }[] = [
   { shape: 'kimi-k2-tiny', template: 'kimi-k2-instruct' },
   { shape: 'tiny', template: 'kimi-k2-instruct' },
   { shape: 'gpt-oss-tiny', template: 'gpt-oss' },
-  // GLM-4.5/4.6's family is not in the registry yet: its template on another family's model
-  { shape: 'olmoe-tiny', template: 'glm-4.6' },
+  { shape: 'glm4-moe-tiny', template: 'glm-4.6' },
+  // a Qwen3 template on Qwen3-Next (its release's own template is not among the fixtures)
+  { shape: 'qwen3-next-tiny', template: 'qwen3-instruct-2507' },
 ];
 
 function template(model: string, request: unknown) {
