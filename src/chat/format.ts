@@ -8,6 +8,7 @@ import { readJson, readText } from '../util/read.js';
 import { KIMI_STYLE_TEMPLATE } from './kimi-template.js';
 import type { Tokenizer } from '../tokenizer/tokenizer.js';
 import { XtmlChatFormat } from './xtml/format.js';
+import { type ReplySyntax, replySyntaxOf } from './syntax.js';
 
 /**
  * Chat formats: how a conversation becomes token ids. Whatever the format, the markup it adds is
@@ -73,15 +74,8 @@ export interface EncodeOptions {
   responseFormat?: { type: 'json_object' } | { type: 'json_schema'; json_schema: { schema: unknown } };
 }
 
-/**
- * How a model marks up its reply, as far as the template tells: the reasoning block and the
- * tool-call syntax ("kimi": `<|tool_calls_section_begin|>…`, "hermes": `<tool_call>{…}</tool_call>`).
- */
-export interface ReplySyntax {
-  think?: { open: string; close: string };
-  /** "xtml": K3's tools/call elements, whose structure is decided by token id, never by text. */
-  tools?: 'kimi' | 'hermes' | 'xtml';
-}
+/** How a model marks up its reply (decided in syntax.ts, for every front end). */
+export type { ReplySyntax } from './syntax.js';
 
 export interface ChatFormat {
   /** Where it came from: "chat_template.jinja", "chat.json", "Kimi default", "Kimi K3 XTML". */
@@ -209,14 +203,6 @@ function wrapStrings(v: unknown): unknown {
   return v;
 }
 
-/** What a template's text says about the reply's markup. */
-function syntaxOf(template: string): ReplySyntax {
-  return {
-    ...(template.includes('<think>') && template.includes('</think>') ? { think: { open: '<think>', close: '</think>' } } : {}),
-    ...(template.includes('tool_call_begin') ? { tools: 'kimi' as const } : template.includes('<tool_call>') ? { tools: 'hermes' as const } : {}),
-  };
-}
-
 /**
  * A Jinja chat template (chat_template.jinja, or tokenizer_config.json's chat_template), rendered
  * with @huggingface/jinja. Each message's content goes in wrapped in private-use sentinels, so the
@@ -238,7 +224,7 @@ export class JinjaChatFormat implements ChatFormat {
     } catch (e) {
       throw new WasteError('E_FORMAT', `${source}: the chat template does not parse (${(e as Error).message})`);
     }
-    this.syntax = syntaxOf(text);
+    this.syntax = replySyntaxOf(text);
     // what follows an assistant message's content, up to the next message (or the end)
     const probe = this.renderTemplate([
       { role: 'user', content: 'u' },

@@ -132,7 +132,8 @@ function planConstraint(p: ConstraintPlan): { constraint?: TokenConstraint; forc
   };
   const afterReasoning = (make: () => TokenConstraint) => (p.reasoningFirst && p.syntax.think ? new After(new TextWatch(p.vocab, p.syntax.think.close), make) : make());
   const style = p.syntax.tools;
-  if (p.tools && style && style !== 'xtml') {
+  // the other formats' calls are not constrained yet: their replies are read, not held to a grammar
+  if (p.tools && (style === 'kimi' || style === 'hermes')) {
     if (p.tools.required) {
       if (p.reasoningFirst && p.syntax.think) return { constraint: afterReasoning(now(toolSectionGrammar(style, p.tools.decls, p.tools.parallel, p.tools.base))), forced: '' };
       const { forced, grammar } = forcedToolCall(style, p.tools.decls, p.tools.parallel, p.tools.base);
