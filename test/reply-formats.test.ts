@@ -14,6 +14,7 @@ const SYNTAX: Record<string, ReplySyntax> = {
   deepseek: { think: THINK, tools: 'deepseek' },
   kimi: { think: THINK, tools: 'kimi' },
   harmony: { tools: 'harmony' },
+  mistral: { tools: 'mistral' },
 };
 
 const TOOLS: ToolDecl[] = [
@@ -74,6 +75,7 @@ describe('reply formats: which syntax a template writes', () => {
     assert.deepEqual(replySyntaxOf("{{'<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>'}}<think></think>"), { think: THINK, tools: 'deepseek' });
     assert.deepEqual(replySyntaxOf('<|tool_calls_section_begin|><|tool_call_begin|>'), { tools: 'kimi' });
     assert.deepEqual(replySyntaxOf('<|start|>assistant<|channel|>final<|message|>'), { tools: 'harmony' });
+    assert.deepEqual(replySyntaxOf('[AVAILABLE_TOOLS] [/AVAILABLE_TOOLS][TOOL_CALLS] '), { tools: 'mistral' });
     assert.deepEqual(replySyntaxOf('[INST] {{ m.content }} [/INST]'), {});
   });
 });
@@ -239,6 +241,20 @@ describe("gpt-oss's harmony channels", () => {
   });
 });
 
+describe("Mistral's [TOOL_CALLS] (Mixtral 8x22B Instruct)", () => {
+  it('reads the list of calls that ends the reply, with the ids the model wrote', () => {
+    const r = read('mistral', 'Sure. [TOOL_CALLS] [{"name": "get_weather", "arguments": {"city": "Paris"}, "id": "abc123XYZ"}, {"name": "get_time", "arguments": {"zone": "CET"}}]', { decls: TOOLS });
+    assert.equal(r.content, 'Sure. ');
+    assert.deepEqual(r.calls, [call(0, 'get_weather', { city: 'Paris' }, 'abc123XYZ'), call(1, 'get_time', { zone: 'CET' })]);
+    assert.deepEqual(read('mistral', '[TOOL_CALLS] [{"name": "get_time", "arguments": {}}]</s>').calls, [call(0, 'get_time', {})]);
+  });
+
+  it('keeps what does not read as text', () => {
+    for (const bad of ['[TOOL_CALLS] [{"name": "get_time", "arguments": {', '[TOOL_CALLS] [{"name": "nope", "arguments": {}}]', '[TOOL_CALLS] [{"arguments": {}}]'])
+      assert.deepEqual(read('mistral', bad, { decls: TOOLS }), { reasoning: '', content: bad, calls: [] }, bad);
+  });
+});
+
 // —— damaged replies: a seeded fuzz over each format ——
 
 /** Mulberry32: a small seeded generator, so a failure names the case it can be rerun from. */
@@ -259,6 +275,7 @@ const MARKERS: Record<string, string[]> = {
   glm: ['<think>', '</think>', '<tool_call>', '</tool_call>', '<arg_key>', '</arg_key>', '<arg_value>', '</arg_value>'],
   deepseek: ['<think>', '</think>', '<｜tool▁calls▁begin｜>', '<｜tool▁calls▁end｜>', '<｜tool▁call▁begin｜>', '<｜tool▁call▁end｜>', '<｜tool▁sep｜>', '```'],
   kimi: ['<think>', '</think>', '<|tool_calls_section_begin|>', '<|tool_calls_section_end|>', '<|tool_call_begin|>', '<|tool_call_argument_begin|>', '<|tool_call_end|>'],
+  mistral: ['[TOOL_CALLS]', '</s>', '[', ']', '{', '}', '"'],
   harmony: ['<|start|>', '<|channel|>', '<|message|>', '<|end|>', '<|return|>', '<|call|>', '<|constrain|>', ' to=functions.get_time', 'analysis', 'final'],
 };
 
@@ -269,6 +286,7 @@ const SEEDS: Record<string, string> = {
   glm: '<think>w1</think>w2\n<tool_call>get_time\n<arg_key>zone</arg_key>\n<arg_value>w3</arg_value>\n</tool_call>\n<tool_call>get_weather\n<arg_key>days</arg_key>\n<arg_value>w4</arg_value>\n</tool_call>',
   deepseek: '<think>w1</think>w2<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_time<｜tool▁sep｜>{"zone": "w3"}<｜tool▁call▁end｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{"city": "w4"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>',
   kimi: '<think>w1</think>w2<|tool_calls_section_begin|><|tool_call_begin|>functions.get_time:0<|tool_call_argument_begin|>{"zone": "w3"}<|tool_call_end|><|tool_calls_section_end|>w4',
+  mistral: 'w1 [TOOL_CALLS] [{"name": "get_time", "arguments": {"zone": "w2"}}, {"name": "get_weather", "arguments": {"city": "w3"}, "id": "w4"}]',
   harmony: '<|channel|>analysis<|message|>w1 w2<|end|><|start|>assistant<|channel|>commentary<|message|>w3<|end|><|start|>assistant<|channel|>commentary to=functions.get_time <|constrain|>json<|message|>{"zone":"w4"}<|call|><|start|>assistant<|channel|>final<|message|>w5<|return|>',
 };
 
@@ -307,7 +325,7 @@ function damage(reply: string, markers: string[], r: () => number): string {
 describe('damaged replies in every format: never a throw, never a lost word, the same at any split', () => {
   for (const format of Object.keys(SEEDS)) {
     it(format, () => {
-      const cases = 400;
+      const cases = Number(process.env.WASTE_FUZZ_CASES ?? 400);
       for (let seed = 1; seed <= cases; seed++) {
         const r = rng(seed * 7919 + format.length);
         const reply = damage(SEEDS[format], MARKERS[format], r);

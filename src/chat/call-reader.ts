@@ -23,7 +23,7 @@ export interface CallMarkup {
    * A call's body as a call, or why it is not one. `tools`: the declared tools by name (undefined
    * when the caller did not say which), for formats whose values are typed by the schema.
    */
-  read(body: string, tools: ReadonlyMap<string, ToolDecl> | undefined): ReadCall | string;
+  read(body: string, tools: ReadonlyMap<string, ToolDecl> | undefined): ReadCall | ReadCall[] | string;
   /** A body cut off by the reply's end is still read when it reads whole (a JSON body closes itself). */
   readUnterminated?: boolean;
 }
@@ -199,22 +199,27 @@ export class CallMarkupReader implements ReplyReader {
     const body = this.body;
     this.body = '';
     const m = this.markup;
-    let r: ReadCall | string;
+    let r: ReadCall | ReadCall[] | string;
     try {
       r = closed || m.readUnterminated ? m.read(body, this.decls) : `${m.name}: a call cut off before ${m.call.close}`;
     } catch (e) {
       r = `${m.name}: ${(e as Error).message}`;
     }
-    if (typeof r !== 'string' && this.decls && !this.decls.has(r.name)) r = `${m.name}: a call of ${JSON.stringify(r.name)}, which is not a declared tool`;
+    const all = typeof r === 'string' ? [] : Array.isArray(r) ? r : [r];
+    if (typeof r !== 'string' && !all.length) r = `${m.name}: no call`;
+    const unknown = all.find((c) => this.decls && !this.decls.has(c.name));
+    if (unknown) r = `${m.name}: a call of ${JSON.stringify(unknown.name)}, which is not a declared tool`;
     if (typeof r === 'string') {
       this.rejected.push(r);
       this.text('content', m.call.open + body + (closed ? m.call.close : ''), out);
       return;
     }
-    const index = this.calls.length;
-    const id = r.id ?? this.callId(index);
-    this.calls.push({ id, name: r.name, arguments: r.arguments });
-    out.push({ kind: 'call', index, id, name: r.name }, { kind: 'arguments', index, text: r.arguments });
+    for (const c of all) {
+      const index = this.calls.length;
+      const id = c.id ?? this.callId(index);
+      this.calls.push({ id, name: c.name, arguments: c.arguments });
+      out.push({ kind: 'call', index, id, name: c.name }, { kind: 'arguments', index, text: c.arguments });
+    }
   }
 }
 
@@ -485,5 +490,34 @@ export const DEEPSEEK_MARKUP: CallMarkup = {
     const args = jsonObject(tail.trim());
     if (args === undefined) return `DeepSeek's tool call: the arguments of ${head} are not a JSON object`;
     return { name: head, arguments: args };
+  },
+};
+
+/**
+ * Mistral's (Mixtral 8x22B Instruct's) `[TOOL_CALLS] [{"name": …, "arguments": {…}, "id": …}, …]`,
+ * which runs to the end of the reply (`</s>`, a stop token the reader may never see).
+ */
+export const MISTRAL_MARKUP: CallMarkup = {
+  name: "Mistral's [TOOL_CALLS]",
+  call: { open: '[TOOL_CALLS]', close: '</s>' },
+  readUnterminated: true,
+  read(body) {
+    let list: unknown;
+    try {
+      list = JSON.parse(body);
+    } catch {
+      return "Mistral's [TOOL_CALLS]: the calls are not JSON";
+    }
+    if (!Array.isArray(list)) list = [list];
+    const out: ReadCall[] = [];
+    for (const c of list as { name?: unknown; arguments?: unknown; id?: unknown }[]) {
+      if (!c || typeof c !== 'object' || typeof c.name !== 'string' || !c.name) return "Mistral's [TOOL_CALLS]: a call names no function";
+      const extra = Object.keys(c).filter((k) => k !== 'name' && k !== 'arguments' && k !== 'id');
+      if (extra.length) return `Mistral's [TOOL_CALLS]: the call of ${c.name} has ${JSON.stringify(extra[0])} besides its name, arguments and id`;
+      const args = typeof c.arguments === 'string' ? jsonObject(c.arguments) : c.arguments === undefined ? '{}' : jsonObject(JSON.stringify(c.arguments));
+      if (args === undefined) return `Mistral's [TOOL_CALLS]: the arguments of ${c.name} are not a JSON object`;
+      out.push({ name: c.name, arguments: args, ...(typeof c.id === 'string' && c.id ? { id: c.id } : {}) });
+    }
+    return out;
   },
 };

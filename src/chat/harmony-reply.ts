@@ -189,7 +189,7 @@ export class HarmonyReplyReader implements ReplyReader {
     const h = harmonyHeader(this.header);
     this.state = 'body';
     this.args = '';
-    if (h.recipient && this.tools) {
+    if (h.recipient && h.ok && this.tools) {
       this.route = 'call';
       this.recipient = h.recipient;
       return;

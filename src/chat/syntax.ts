@@ -11,12 +11,13 @@
  * | `glm`         | GLM-4.5, 4.6, 4.7 (glm4-moe)                                     | `<tool_call>NAME\n<arg_key>K</arg_key>\n<arg_value>V</arg_value>\n</tool_call>` |
  * | `deepseek`    | DeepSeek-V3, R1, V3.1, V3.2's template                           | `<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{…}<｜tool▁call▁end｜><｜tool▁calls▁end｜>` |
  * | `harmony`     | gpt-oss                                                          | `<|channel|>commentary to=functions.NAME <|constrain|>json<|message|>{…}<|call|>` |
+ * | `mistral`     | Mixtral 8x22B Instruct (8x7B's template writes no tools)        | `[TOOL_CALLS] [{"name": …, "arguments": {…}}]` |
  * | `xtml`        | Kimi K3 (its native format; read by token id)                    | `<|open|>call tool="NAME"<|sep|>…` |
  *
- * Mixtral's and OLMoE's releases write no tool calls (and no reasoning): their templates carry none
- * of these markers, so their syntax is empty and tools are refused for them.
+ * Mixtral 8x7B's and OLMoE's releases write no tool calls (and no reasoning): their templates carry
+ * none of these markers, so their syntax is empty and tools are refused for them.
  */
-export type ToolSyntax = 'kimi' | 'hermes' | 'qwen-xml' | 'glm' | 'deepseek' | 'harmony' | 'xtml';
+export type ToolSyntax = 'kimi' | 'hermes' | 'qwen-xml' | 'glm' | 'deepseek' | 'harmony' | 'mistral' | 'xtml';
 
 /**
  * How a model marks up its reply: the reasoning block (`<think>…</think>`, which a template may
@@ -39,6 +40,7 @@ export function toolSyntaxOf(template: string): ToolSyntax | undefined {
   if (has('<arg_key>')) return 'glm';
   if (has('<function=') && has('<parameter=')) return 'qwen-xml';
   if (has('<tool_call>')) return 'hermes';
+  if (has('[TOOL_CALLS]')) return 'mistral';
   return undefined;
 }
 
