@@ -1,7 +1,9 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { ReplyEvent, ReplyReader } from '../src/chat/reply.js';
-import { readerFor } from '../src/chat/reply-reader.js';
+import { readerFor, replyReader } from '../src/chat/reply-reader.js';
+import { JinjaChatFormat } from '../src/chat/format.js';
+import type { Tokenizer } from '../src/tokenizer/tokenizer.js';
 import { type ReplySyntax, replySyntaxOf } from '../src/chat/syntax.js';
 import type { ToolDecl } from '../src/chat/tool-decl.js';
 import { glmValue, qwenCoderValue } from '../src/chat/call-reader.js';
@@ -354,4 +356,68 @@ describe('damaged replies in every format: never a throw, never a lost word, the
       }
     });
   }
+});
+
+// —— one place: a chat format's template decides the reader every front end gets ——
+
+/** A tokenizer of one id per UTF-16 unit: enough for what replyReader reads of a prompt (its text). */
+const charTok = {
+  kind: 'huggingface',
+  vocabSize: 65536,
+  specials: new Map<number, string>(),
+  encode: (text: string) => [...text].flatMap((c) => [...Array(c.length).keys()].map((i) => c.charCodeAt(i))),
+  decode: (ids: ArrayLike<number>) => String.fromCharCode(...Array.from(ids)),
+  specialId: () => undefined,
+  decoder: () => ({ push: (id: number) => String.fromCharCode(id), flush: () => '' }),
+  tokenBytes: (id: number) => new TextEncoder().encode(String.fromCharCode(id)),
+} as unknown as Tokenizer;
+
+/** A template fragment in a family's shape: its turns, its generation prompt, and (in a branch never taken) its reply markup. */
+function familyTemplate(turn: [string, string], open: string, markup: string): string {
+  return `{% for m in messages %}${turn[0]}{{ m.role }}\n{{ m.content }}${turn[1]}{% endfor %}{% if add_generation_prompt %}${open}{% endif %}{% if false %}${markup}{% endif %}`;
+}
+
+describe('reply formats: the reader a chat format hands every front end', () => {
+  const cases: { family: string; template: string; reply: string; want: { reasoning: string; content: string; calls: unknown[] } }[] = [
+    {
+      family: 'Qwen3-2507 thinking (the prompt opens <think>)',
+      template: familyTemplate(['<|im_start|>', '<|im_end|>\n'], '<|im_start|>assistant\n<think>\n', '<think></think><tool_call></tool_call>'),
+      reply: 'Weather needed.\n</think>\n\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>',
+      want: { reasoning: 'Weather needed.\n', content: '\n\n', calls: [call(0, 'get_weather', { city: 'Paris' })] },
+    },
+    {
+      family: 'Qwen3-Coder',
+      template: familyTemplate(['<|im_start|>', '<|im_end|>\n'], '<|im_start|>assistant\n', '<tool_call>\n<function=x>\n<parameter=y>\n'),
+      reply: '<tool_call>\n<function=get_weather>\n<parameter=days>\n2\n</parameter>\n</function>\n</tool_call>',
+      want: { reasoning: '', content: '', calls: [call(0, 'get_weather', { days: 2 })] },
+    },
+    {
+      family: 'GLM-4.5',
+      template: familyTemplate(['<|', '|>'], '<|assistant|>', '<think></think><tool_call>x<arg_key>k</arg_key><arg_value>v</arg_value></tool_call>'),
+      reply: '\n<think>Look it up.</think>\n<tool_call>get_weather\n<arg_key>days</arg_key>\n<arg_value>2</arg_value>\n</tool_call>',
+      want: { reasoning: 'Look it up.', content: '\n\n', calls: [call(0, 'get_weather', { days: 2 })] },
+    },
+    {
+      family: 'DeepSeek-V3.1 thinking',
+      template: familyTemplate(['<｜', '｜>'], '<｜Assistant｜><think>', "{{'<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>'}}</think>"),
+      reply: 'Need it.</think><｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_time<｜tool▁sep｜>{"zone": "UTC"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>',
+      want: { reasoning: 'Need it.', content: '', calls: [call(0, 'get_time', { zone: 'UTC' })] },
+    },
+    {
+      family: 'gpt-oss',
+      template: familyTemplate(['<|start|>', '<|end|>'], '<|start|>assistant', '<|channel|>final<|message|>'),
+      reply: '<|channel|>analysis<|message|>Use the tool.<|end|><|start|>assistant<|channel|>commentary to=functions.get_time <|constrain|>json<|message|>{"zone":"UTC"}',
+      want: { reasoning: 'Use the tool.', content: '', calls: [call(0, 'get_time', { zone: 'UTC' })] },
+    },
+  ];
+  for (const c of cases)
+    it(c.family, () => {
+      const format = new JinjaChatFormat(c.template, c.family);
+      const prompt = format.encode(charTok, [{ role: 'user', content: 'Weather?' }], { open: true });
+      const r = replyReader(format, charTok, prompt, { tools: true, decls: TOOLS });
+      const events: ReplyEvent[] = [];
+      for (const ch of c.reply) events.push(...r.push(0, ch));
+      events.push(...r.flush());
+      assert.deepEqual({ reasoning: r.reasoning, content: r.content, calls: r.calls }, c.want);
+    });
 });
