@@ -2,7 +2,9 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { ReplyEvent, ReplyReader } from '../src/chat/reply.js';
 import { readerFor, replyReader } from '../src/chat/reply-reader.js';
-import { JinjaChatFormat } from '../src/chat/format.js';
+import { type ChatFormat, JinjaChatFormat } from '../src/chat/format.js';
+import { promptOptions } from '../src/server/prompt-options.js';
+import type { TurnRequest } from '../src/server/host.js';
 import type { Tokenizer } from '../src/tokenizer/tokenizer.js';
 import { type ReplySyntax, replySyntaxOf } from '../src/chat/syntax.js';
 import type { ToolDecl } from '../src/chat/tool-decl.js';
@@ -420,4 +422,20 @@ describe('reply formats: the reader a chat format hands every front end', () => 
       events.push(...r.flush());
       assert.deepEqual({ reasoning: r.reasoning, content: r.content, calls: r.calls }, c.want);
     });
+});
+
+describe('reply formats the engine reads but cannot constrain yet', () => {
+  const req = (over: Record<string, unknown>) => ({ messages: [{ role: 'user', content: 'x' }], tools: TOOLS, toolChoice: 'auto', ...over }) as unknown as TurnRequest;
+  const fmt = (syntax: ReplySyntax) => ({ syntax, source: 'probe' }) as unknown as ChatFormat;
+
+  it('refuses tool_choice required or named, and a harmony JSON answer, rather than leave them unenforced', () => {
+    for (const tools of ['qwen-xml', 'glm', 'deepseek', 'harmony', 'mistral'] as const) {
+      assert.doesNotThrow(() => promptOptions(req({}), fmt({ tools })));
+      assert.throws(() => promptOptions(req({ toolChoice: 'required' }), fmt({ tools })), /tool_choice: .* cannot be required/);
+      assert.throws(() => promptOptions(req({ toolChoice: { name: 'get_time' } }), fmt({ tools })), /tool_choice/);
+    }
+    assert.throws(() => promptOptions(req({ tools: [], schema: { type: 'object' } }), fmt({ tools: 'harmony' })), /response_format/);
+    assert.doesNotThrow(() => promptOptions(req({ tools: [], schema: { type: 'object' } }), fmt({ think: THINK, tools: 'glm' })));
+    assert.doesNotThrow(() => promptOptions(req({ toolChoice: 'required' }), fmt({ tools: 'hermes' })));
+  });
 });

@@ -80,6 +80,18 @@ function toolSectionRest(style: 'kimi' | 'hermes', tools: ToolDecl[], parallel: 
   return { trigger: HERMES_TOOL_MARKERS.call, grammar: seq([alt(tools.map(rest)), moreCalls(style, tools, parallel, 1)]) };
 }
 
+/**
+ * Whether a reply in `syntax` can be held to a grammar yet: its tool calls (tool_choice required
+ * or named: Kimi's, Hermes' and K3's can; the other formats' calls are read, chat/reply-reader.ts,
+ * but not constrained) or its JSON (response_format: every format but harmony, whose answer comes
+ * after a channel header the grammar does not write). A request that needs what cannot be held is
+ * refused rather than left unenforced.
+ */
+export function constrainable(syntax: ReplySyntax, what: 'calls' | 'json'): boolean {
+  if (what === 'json') return syntax.tools !== 'harmony';
+  return !syntax.tools || syntax.tools === 'kimi' || syntax.tools === 'hermes' || syntax.tools === 'xtml';
+}
+
 export interface ConstraintPlan {
   vocab: TokenVocab;
   syntax: ReplySyntax;
