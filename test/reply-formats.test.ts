@@ -421,6 +421,8 @@ describe('reply formats: the reader a chat format hands every front end', () => 
       for (const ch of c.reply) events.push(...r.push(0, ch));
       events.push(...r.flush());
       assert.deepEqual({ reasoning: r.reasoning, content: r.content, calls: r.calls }, c.want);
+      // what ends the reply: harmony's turn ends with <|return|>, not with the <|end|> of a message
+      if (c.family === 'gpt-oss') assert.equal(format.assistantEnd, '<|return|>');
     });
 });
 

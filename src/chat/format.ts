@@ -238,6 +238,9 @@ export class JinjaChatFormat implements ChatFormat {
     // the end marker is the first control-looking token of that markup, or the markup itself up to the next turn
     const marker = /<\|[^|]*\|>|\[[A-Z]+\]|<\/s>|<end_of_turn>/.exec(end);
     this.assistantEnd = marker ? marker[0] : end.trimEnd();
+    // harmony closes a message with <|end|> and the assistant's turn with <|return|> (or <|call|>):
+    // <|end|> after the reasoning is not the reply's end
+    if (this.syntax.tools === 'harmony') this.assistantEnd = '<|return|>';
   }
 
   private renderTemplate(messages: ChatMessage[], open: boolean, tools?: unknown[], vars: Record<string, unknown> = {}, continueFinal = false): { segments: Segment[]; ids: Map<number, number[]> } {
