@@ -174,17 +174,17 @@ describe("DeepSeek's tool-call markers (V3, R1, V3.1)", () => {
   it("reads V3.1's calls, after reasoning the prompt opened", () => {
     const r = read('deepseek', `The user needs two lookups.</think>Let me check.${B}${C}get_weather${S}{"city": "Hangzhou"}${CE}${C}get_time${S}{"zone": "CST"}${CE}${E}`, { startInReasoning: true, decls: TOOLS });
     assert.deepEqual([r.reasoning, r.content], ['The user needs two lookups.', 'Let me check.']);
-    assert.deepEqual(r.calls, [call(0, 'get_weather', { city: 'Hangzhou' }), call(1, 'get_time', { zone: 'CST' })]);
+    assert.deepEqual(r.calls, [call(0, 'get_weather', '{"city": "Hangzhou"}'), call(1, 'get_time', '{"zone": "CST"}')]);
   });
 
   it("reads V3's and R1's fenced calls", () => {
     const r = read('deepseek', `${B}${C}function${S}get_weather\n\`\`\`json\n{"city": "Hangzhou"}\n\`\`\`${CE}\n${C}function${S}get_time\n\`\`\`json\n{}\n\`\`\`${CE}${E}`);
-    assert.deepEqual(r.calls, [call(0, 'get_weather', { city: 'Hangzhou' }), call(1, 'get_time', {})]);
+    assert.deepEqual(r.calls, [call(0, 'get_weather', '{"city": "Hangzhou"}'), call(1, 'get_time', {})]);
     assert.equal(r.content, '');
   });
 
   it('reads a call the reply ended before its closing markers, and keeps what does not read as text', () => {
-    assert.deepEqual(read('deepseek', `${B}${C}get_time${S}{"zone": "CST"}`).calls, [call(0, 'get_time', { zone: 'CST' })]);
+    assert.deepEqual(read('deepseek', `${B}${C}get_time${S}{"zone": "CST"}`).calls, [call(0, 'get_time', '{"zone": "CST"}')]);
     assert.equal(read('deepseek', `${B}${C}get_time${S}{"zone": "C`).content, `${C}get_time${S}{"zone": "C`);
     assert.equal(read('deepseek', `${B}${C}get_time{"zone": "C"}${CE}${E}`).content, `${C}get_time{"zone": "C"}${CE}`);
     assert.equal(read('deepseek', `a${CE}b${E}c`).content, `a${CE}b${E}c`);
@@ -192,7 +192,7 @@ describe("DeepSeek's tool-call markers (V3, R1, V3.1)", () => {
   });
 });
 
-describe("Kimi K2's tool-call section (the existing reader)", () => {
+describe("Kimi K2's tool-call section", () => {
   it('reads K2-Thinking: reasoning, content, then calls with their own ids', () => {
     const r = read(
       'kimi',
@@ -200,6 +200,20 @@ describe("Kimi K2's tool-call section (the existing reader)", () => {
     );
     assert.deepEqual([r.reasoning, r.content], ['Two cities.', 'Checking.']);
     assert.deepEqual(r.calls, [call(0, 'get_weather', '{"city": "Paris"}', 'functions.get_weather:0'), call(1, 'get_weather', '{"city": "Rome"}', 'functions.get_weather:1')]);
+  });
+
+  it('keeps calls whose id or arguments do not read as text', () => {
+    for (const bad of [
+      '<|tool_calls_section_begin|><|tool_call_begin|>functions.get_time:0<|tool_call_argument_begin|>{"zone": <|tool_call_end|><|tool_calls_section_end|>',
+      '<|tool_call_begin|>functions.get_time:0<|tool_call_end|>',
+      '<|tool_call_begin|>functions.nope:0<|tool_call_argument_begin|>{}<|tool_call_end|>',
+      '<|tool_call_begin|>two words<|tool_call_argument_begin|>{}<|tool_call_end|>',
+    ]) {
+      const r = read('kimi', bad, { decls: TOOLS });
+      assert.deepEqual(r.calls, [], bad);
+      assert.ok(r.content.includes('<|tool_call_begin|>') && r.content.includes('<|tool_call_end|>'), r.content);
+    }
+    assert.equal(read('kimi', 'a<|tool_call_end|>b<|tool_call_argument_begin|>c<|tool_calls_section_end|>').content, 'a<|tool_call_end|>b<|tool_call_argument_begin|>c<|tool_calls_section_end|>');
   });
 });
 
@@ -213,7 +227,7 @@ describe("gpt-oss's harmony channels", () => {
     const a = read('harmony', '<|channel|>analysis<|message|>Need weather. Use tool.<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city":"San Francisco"}<|call|>', { decls: TOOLS });
     assert.deepEqual(a, { reasoning: 'Need weather. Use tool.', content: '', calls: [call(0, 'get_weather', { city: 'San Francisco' })] });
     const b = read('harmony', ' to=functions.get_time<|channel|>commentary json<|message|>{"zone": "UTC"}');
-    assert.deepEqual(b.calls, [call(0, 'get_time', { zone: 'UTC' })]);
+    assert.deepEqual(b.calls, [call(0, 'get_time', '{"zone": "UTC"}')]);
   });
 
   it('reads a preamble (commentary without a recipient) as content, then the call', () => {
@@ -354,7 +368,7 @@ describe('damaged replies in every format: never a throw, never a lost word, the
         const out = [whole.reasoning, whole.content, ...whole.calls.flatMap((c) => [c.id, c.name, c.arguments])].join('\u0000');
         for (const w of reply.match(/w\d+/g) ?? []) assert.ok(out.includes(w), `${at}: ${w} was lost (${JSON.stringify(whole)})`);
         // markup of a call never reaches an argument's JSON undecoded: every call's arguments are an object
-        for (const c of whole.calls) if (format !== 'kimi' && c.arguments) assert.equal(typeof JSON.parse(c.arguments), 'object', at);
+        for (const c of whole.calls) assert.equal(typeof JSON.parse(c.arguments), 'object', at);
       }
     });
   }
@@ -403,7 +417,7 @@ describe('reply formats: the reader a chat format hands every front end', () => 
       family: 'DeepSeek-V3.1 thinking',
       template: familyTemplate(['<｜', '｜>'], '<｜Assistant｜><think>', "{{'<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>'}}</think>"),
       reply: 'Need it.</think><｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_time<｜tool▁sep｜>{"zone": "UTC"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>',
-      want: { reasoning: 'Need it.', content: '', calls: [call(0, 'get_time', { zone: 'UTC' })] },
+      want: { reasoning: 'Need it.', content: '', calls: [call(0, 'get_time', '{"zone": "UTC"}')] },
     },
     {
       family: 'gpt-oss',

@@ -256,7 +256,11 @@ export function scanMarkers(buf: string, markers: readonly string[]): { at: numb
   return { at: buf.length - keep };
 }
 
-/** JSON text of an object, or undefined when `text` is not one. */
+/**
+ * `text` (trimmed) when it is the JSON text of an object, else undefined. Kept as the model wrote
+ * it, spacing and all: a client sends it back, the template writes it into the next prompt, and
+ * there it matches the tokens the session already holds.
+ */
 export function jsonObject(text: string): string | undefined {
   let v: unknown;
   try {
@@ -264,7 +268,7 @@ export function jsonObject(text: string): string | undefined {
   } catch {
     return undefined;
   }
-  return v !== null && typeof v === 'object' && !Array.isArray(v) ? JSON.stringify(v) : undefined;
+  return v !== null && typeof v === 'object' && !Array.isArray(v) ? text.trim() : undefined;
 }
 
 /** The JSON Schema of a tool's parameter `key`, when the tool declares it. */
@@ -519,5 +523,36 @@ export const MISTRAL_MARKUP: CallMarkup = {
       out.push({ name: c.name, arguments: args, ...(typeof c.id === 'string' && c.id ? { id: c.id } : {}) });
     }
     return out;
+  },
+};
+
+/** Kimi's section markers, as its call reader reads them (the same strings as KIMI_TOOL_MARKERS). */
+const K = {
+  section: '<|tool_calls_section_begin|>',
+  sectionEnd: '<|tool_calls_section_end|>',
+  call: '<|tool_call_begin|>',
+  args: '<|tool_call_argument_begin|>',
+  callEnd: '<|tool_call_end|>',
+} as const;
+
+/**
+ * Kimi K2's (and K2-Thinking's, Kimi-Linear's) tool-call section:
+ * `<|tool_calls_section_begin|><|tool_call_begin|>functions.NAME:IDX<|tool_call_argument_begin|>{json}<|tool_call_end|>…<|tool_calls_section_end|>`;
+ * the id the model writes (`functions.NAME:IDX`) is the call's id, as Kimi's template reads it back.
+ */
+export const KIMI_MARKUP: CallMarkup = {
+  name: "Kimi's tool-call section",
+  block: { open: K.section, close: K.sectionEnd },
+  call: { open: K.call, close: K.callEnd },
+  readUnterminated: true,
+  read(body) {
+    const a = body.indexOf(K.args);
+    if (a < 0) return `Kimi's tool call: no ${K.args} after the call's id`;
+    const header = body.slice(0, a).trim();
+    const m = /^(?:functions\.)?([^\s:<>]+)(?::\d+)?$/.exec(header);
+    if (!m) return `Kimi's tool call: ${JSON.stringify(header)} is not a call id (functions.NAME:INDEX)`;
+    const args = jsonObject(body.slice(a + K.args.length).trim());
+    if (args === undefined) return `Kimi's tool call: the arguments of ${m[1]} are not a JSON object`;
+    return { name: m[1], arguments: args, id: header };
   },
 };

@@ -3,13 +3,14 @@ import type { Tokenizer } from '../tokenizer/tokenizer.js';
 import { markerIds } from './xtml/format.js';
 import { type CallIdMaker, type ReplyEvent, ReplyParser, type ReplyReader } from './reply.js';
 import { XtmlReplyReader } from './xtml/reply.js';
-import { type CallMarkup, CallMarkupReader, DEEPSEEK_MARKUP, GLM_MARKUP, MISTRAL_MARKUP, QWEN_JSON_MARKUP, QWEN_XML_MARKUP } from './call-reader.js';
+import { type CallMarkup, CallMarkupReader, DEEPSEEK_MARKUP, GLM_MARKUP, KIMI_MARKUP, MISTRAL_MARKUP, QWEN_JSON_MARKUP, QWEN_XML_MARKUP } from './call-reader.js';
 import { HARMONY, HarmonyReplyReader } from './harmony-reply.js';
 import type { ToolDecl } from './tool-decl.js';
 import type { ReplySyntax } from './syntax.js';
 
 /** The formats whose calls are delimited by text markers and read by CallMarkupReader. */
 const CALL_MARKUP: Partial<Record<NonNullable<ReplySyntax['tools']>, CallMarkup>> = {
+  kimi: KIMI_MARKUP,
   hermes: QWEN_JSON_MARKUP,
   'qwen-xml': QWEN_XML_MARKUP,
   glm: GLM_MARKUP,
