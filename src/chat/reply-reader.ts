@@ -35,7 +35,7 @@ export function readerFor(
   return new TextReader(new ReplyParser(syntax, { startInReasoning: reasoning, tools: opts.tools, callId: opts.callId }), reasoning);
 }
 
-/** The text-driven parser of Kimi's and Hermes' markup as a reader (the token's id tells it nothing). */
+/** The text-driven parser as a reader, for formats that write no tool calls (a `<think>` block at most; the token's id tells it nothing). */
 class TextReader implements ReplyReader {
   readonly byToken = false;
   constructor(
