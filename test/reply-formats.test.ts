@@ -132,6 +132,10 @@ describe("Qwen3-Coder's XML function calls", () => {
   it('keeps what does not read as text', () => {
     const unknown = '<tool_call>\n<function=rm_rf>\n<parameter=path>\n/\n</parameter>\n</function>\n</tool_call>';
     assert.deepEqual(read('qwen3-coder', unknown, { decls: TOOLS }), { reasoning: '', content: unknown, calls: [] });
+    const r = reader('qwen3-coder', { decls: TOOLS });
+    r.push(0, unknown);
+    r.flush();
+    assert.deepEqual(r.rejected, ["Qwen3-Coder's <function=…>: a call of \"rm_rf\", which is not a declared tool"]);
     const cut = '<tool_call>\n<function=get_time>\n<parameter=zone>\nUT';
     assert.deepEqual(read('qwen3-coder', cut, { decls: TOOLS }), { reasoning: '', content: cut, calls: [] });
     const noFunction = '<tool_call>\n{"name": "get_time"}\n</tool_call>';

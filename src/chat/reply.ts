@@ -26,6 +26,8 @@ export interface ReplyReader {
   readonly startsInReasoning: boolean;
   /** The reply is inside its reasoning block now (a token pushed next is a reasoning token). */
   readonly inReasoning: boolean;
+  /** Why each call that did not read (bad JSON, an undeclared function, cut off…) was left in the content as written. */
+  readonly rejected?: readonly string[];
 }
 
 /**
