@@ -372,4 +372,105 @@ export const GOLDEN_CASES: GoldenCase[] = [
     ids: [3, 77, 160, 160, 21, 300, 8, 45, 2, 90, 111, 250, 6, 318, 12, 40],
     tolerance: 2e-5,
   },
+  {
+    // GLM-4.5 as released: GQA 2:1 with q/k/v biases and per-head q/k norms, RoPE on 8 of 16 head
+    // dims (rotate_half), a dense first layer, a sigmoid router choosing its top 2 of 8 on score +
+    // e_score_correction_bias within the best 2 of 4 groups, renormalised and scaled by 2.5, one
+    // shared expert; an MTP layer (model.layers.4) in the checkpoint, never read
+    name: 'glm4-moe-checkpoint',
+    checkpoint: { shape: 'glm4-moe-tiny', seed: 11, shards: 2 },
+    ids: [17, 300, 5, 5, 64, 128, 1, 250, 99, 42, 7, 319, 0, 200],
+    tolerance: 2e-5,
+  },
+  {
+    // GLM-4.5's other settings: no q/k norm (Air), 12 experts in 3 groups of 4 of which 1 is kept
+    // and top 4 chosen (a kept expert whose biased score is below 0 loses to a dropped one, as HF
+    // masks dropped groups to 0), not renormalised, scale 1.7, two shared experts, two dense
+    // layers, a partial rotary factor of 0.25 on a head_dim of 24 (6 rotated dims), one kv head,
+    // a tied head, 2 MTP layers
+    name: 'glm4-moe-awkward',
+    checkpoint: {
+      shape: 'glm4-moe-tiny',
+      seed: 12,
+      layers: 5,
+      experts: 12,
+      config: {
+        use_qk_norm: false,
+        n_group: 3,
+        topk_group: 1,
+        num_experts_per_tok: 4,
+        norm_topk_prob: false,
+        routed_scaling_factor: 1.7,
+        n_shared_experts: 2,
+        first_k_dense_replace: 2,
+        partial_rotary_factor: 0.25,
+        head_dim: 24,
+        num_key_value_heads: 1,
+        tie_word_embeddings: true,
+        rope_theta: 5000,
+        num_nextn_predict_layers: 2,
+      },
+    },
+    ids: [3, 77, 160, 160, 21, 300, 8, 45, 2, 90, 111, 250, 6, 318, 12, 40],
+    tolerance: 2e-5,
+  },
+  {
+    // Qwen3-Next as released: 3 Gated DeltaNet layers then gated full attention (partial RoPE 0.25),
+    // value heads 2 per key head, q/k/v/z and b/a packed per key-head group, zero-centred norms,
+    // a dense layer (mlp_only_layers), softmax top 2 of 8 renormalised plus a sigmoid-gated shared expert
+    name: 'qwen3-next-checkpoint',
+    checkpoint: { shape: 'qwen3-next-tiny', seed: 9, shards: 2 },
+    ids: [17, 300, 5, 5, 64, 128, 1, 250, 99, 42, 7, 319, 0, 200],
+    tolerance: 2e-5,
+  },
+  {
+    // Qwen3-Next's other settings: an irregular layer_types, 3 value heads per key head, a conv of
+    // 3 taps, every projection biased, the head tied, one kv head, head_dim 24 rotated by half,
+    // MoE every second layer, top 3 of 6 not renormalised
+    name: 'qwen3-next-awkward',
+    checkpoint: {
+      shape: 'qwen3-next-tiny',
+      seed: 10,
+      layers: 6,
+      experts: 6,
+      config: {
+        layer_types: ['linear_attention', 'full_attention', 'linear_attention', 'linear_attention', 'full_attention', 'linear_attention'],
+        linear_num_key_heads: 1,
+        linear_num_value_heads: 3,
+        linear_key_head_dim: 12,
+        linear_value_head_dim: 12,
+        linear_conv_kernel_dim: 3,
+        attention_bias: true,
+        tie_word_embeddings: true,
+        num_key_value_heads: 1,
+        head_dim: 24,
+        partial_rotary_factor: 0.5,
+        decoder_sparse_step: 2,
+        mlp_only_layers: [],
+        norm_topk_prob: false,
+        num_experts_per_tok: 3,
+        rope_theta: 5000,
+      },
+    },
+    ids: [3, 77, 160, 160, 21, 300, 8, 45, 2, 90, 111, 250, 6, 318, 12, 40],
+    tolerance: 2e-5,
+  },
+  {
+    // Qwen3.5 MoE as released: the config nested beside a vision config, the language model under
+    // model.language_model. with its experts stacked (gate_up_proj, down_proj), a vision tower and
+    // an MTP tensor beside it; in_proj_qkv / z / b / a apart, 3 value heads per key head, MQA,
+    // every layer MoE (top 3 of 8, always renormalised), rope_parameters
+    name: 'qwen3.5-moe-checkpoint',
+    checkpoint: { shape: 'qwen3.5-moe-tiny', seed: 11, shards: 2 },
+    ids: [9, 310, 44, 44, 0, 128, 1, 251, 98, 43, 8, 300, 2],
+    tolerance: 2e-5,
+  },
+  {
+    // Qwen3.5 MoE's text-only form (qwen3_5_moe_text, tensors under model., one tensor per expert
+    // matrix), with a tied head and a 2-tap conv
+    name: 'qwen3.5-moe-text',
+    checkpoint: { shape: 'qwen3.5-moe-tiny', seed: 12, layers: 5, config: { _outer: null, tie_word_embeddings: true, linear_conv_kernel_dim: 2, num_experts_per_tok: 2 } },
+    ids: [4, 300, 12, 12, 99, 1, 250, 7, 64, 128, 5],
+    tolerance: 2e-5,
+  },
 ];

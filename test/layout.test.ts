@@ -40,7 +40,7 @@ function* sources(dir: string): Generator<string> {
  * which sit over the shared base (the chunk loop, the binder) and the shared blocks (attention,
  * FFN, MoE, routers, rotary embeddings), which know no family.
  */
-const FAMILIES = ['kimi', 'qwen3-moe', 'mixtral', 'olmoe', 'gpt-oss', 'deepseek'];
+const FAMILIES = ['kimi', 'qwen3-moe', 'mixtral', 'olmoe', 'gpt-oss', 'deepseek', 'glm4-moe', 'qwen3-next'];
 const MODEL_ORDER: string[][] = [['registry.ts'], FAMILIES, ['transformer'], ['base', 'blocks'], ['media.ts'], ['sources', 'architecture.ts', 'synth.ts', 'release.ts']];
 /** Folders of one rank that must not import each other either. */
 const APART = new Set([

@@ -38,7 +38,7 @@ describe('the name demo, and commands without a model', () => {
     assert.ok(JSON.parse(plan.out).floor_bytes > 0);
     const verify = waste(['verify', '-q']);
     assert.equal(verify.code, 0, verify.err);
-    assert.match(verify.out, /^ok: trunk.bin and codebooks.bin match their SHA-256/);
+    assert.match(verify.out, /^ok: trunk.bin, codebooks.bin, tokenizer.model, specials.json, chat_template.jinja and generation_config.json match their SHA-256/);
     const tok = waste(['tokenize', 'Hello world', '--json']);
     assert.equal(tok.code, 0, tok.err);
     assert.deepEqual(JSON.parse(tok.out), loadTokenizer(DEMO_MODEL)!.encode('Hello world'));

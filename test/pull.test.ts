@@ -54,6 +54,7 @@ for (const [label, opts] of [
   // experts stacked per layer in MXFP4 (gpt-oss's release), the layers' stacks over three shards
   ['gpt-oss', { shape: 'gpt-oss-tiny' as const, seed: 9, shards: 3 }],
   ['DeepSeek-V3 (FP8, an MTP layer)', { shape: 'deepseek-v3-tiny' as const, seed: 6, shards: 3 }],
+  ['Qwen3.5 (its release layout: stacked experts under model.language_model.)', { shape: 'qwen3.5-moe-tiny' as const, seed: 6, shards: 3 }],
 ] as const) {
   describe(`waste pull: a sharded ${label} checkpoint from a local hub`, () => {
     const src = checkpoint(opts, 'hub-src');

@@ -175,7 +175,7 @@ export class Model implements SessionHost {
   async encodeImage(image: string | Uint8Array | RgbImage, opts: { route?: ImageRoute; signal?: AbortSignal } = {}): Promise<ImageRows> {
     if (this.closed) throw new WasteError('E_STATE', 'the model has been closed');
     const v = this.visionParts;
-    if (!v) throw new WasteError('E_UNSUPPORTED', `this model takes no images (${this.arch.vision ? 'it has no vision tower, or it was opened with vision off' : `${this.arch.id} has no vision tower`})`);
+    if (!v) throw new WasteError('E_UNSUPPORTED', `this model takes no images (${this.arch.vision ? 'it has no vision tower, or it was opened with vision off' : (this.arch.visionRefusal ?? `${this.arch.id} has no vision tower`)})`);
     const route = opts.route ?? 'waste';
     // a conversation sends its images again with every turn: the same bytes are encoded once
     const source = typeof image === 'string' || image instanceof Uint8Array ? readImageSource(image) : undefined;

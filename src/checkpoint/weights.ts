@@ -13,6 +13,8 @@ export interface CheckpointTensor {
   /** Bytes it takes in the checkpoint (both halves of an MXFP4 pair). */
   sourceBytes: number;
   mxfp4: boolean;
+  /** Where its rows are stored when that is not under its own name: a renamed tensor, or one expert's rows of Qwen3.5's stacked experts (from row `row0`). */
+  from?: { full: string; row0: number };
   /** An F8_E4M3 matrix with its 128 × 128 block scales (`…weight_scale_inv`, F32). */
   fp8?: boolean;
   /** A compressed-tensors pack-quantized INT4 matrix (I32 `…weight_packed`, `…weight_scale`, `…weight_shape`): its group size. */
@@ -20,6 +22,9 @@ export interface CheckpointTensor {
   /** One expert's matrix read out of a tensor of the layer's stacked experts (gpt-oss). */
   slice?: StackedSlice;
 }
+
+/** Where a Qwen3.5 release keeps its language model. */
+const WRAPPED = 'model.language_model.';
 
 /**
  * A checkpoint's tensors by the names a model binds: under a prefix (K3's `language_model.`), with
@@ -88,6 +93,39 @@ export class CheckpointWeights {
     for (const full of st.names()) {
       const m = /^(.*)\.weight_scale$/.exec(full);
       if (m && full.startsWith(prefix) && !st.has(`${m[1]}.weight_packed`)) throw new WasteError('E_FORMAT', `the checkpoint has ${full} but not ${m[1]}.weight_packed`);
+    }
+    if (prefix === '' && this.logical.has(`${WRAPPED}embed_tokens.weight`) && !this.logical.has('model.embed_tokens.weight')) this.unwrap();
+  }
+
+  /**
+   * Qwen3.5's release layout, read as its text-only form: the language model's tensors under
+   * `model.language_model.` named under `model.` (the head stays `lm_head.weight`), stacked experts
+   * (`mlp.experts.gate_up_proj` [E, 2I, H], gate rows first; `mlp.experts.down_proj` [E, H, I]) as
+   * one tensor per expert matrix, and what the text model does not run (the vision tower
+   * `model.visual.*`, the MTP layer `mtp.*`) not listed.
+   */
+  private unwrap(): void {
+    const entries = [...this.logical.values()];
+    this.logical.clear();
+    for (const t of entries) {
+      if (t.name === 'lm_head.weight') this.logical.set(t.name, t);
+      if (!t.name.startsWith(WRAPPED)) continue;
+      if (t.mxfp4 || t.fp8 || t.int4Group || t.slice) throw new WasteError('E_UNSUPPORTED', `the checkpoint's ${t.name}: Qwen3.5's release layout is read with bf16/f16/f32 tensors only (not FP8 or packed ones)`);
+      const name = `model.${t.name.slice(WRAPPED.length)}`;
+      const m = /^(.*\.mlp\.experts)\.(gate_up_proj|down_proj)(?:\.weight)?$/.exec(name);
+      if (!m || t.shape.length !== 3) {
+        this.logical.set(name, { ...t, name, from: { full: t.name, row0: 0 } });
+        continue;
+      }
+      const [E, R, C] = t.shape;
+      const half = R / 2;
+      if (m[2] === 'gate_up_proj' && R % 2) throw new WasteError('E_FORMAT', `the checkpoint's ${t.name} [${t.shape}] has an odd number of rows (gate and up halves)`);
+      const parts: [string, number, number][] = m[2] === 'gate_up_proj' ? [['gate_proj', 0, half], ['up_proj', half, half]] : [['down_proj', 0, R]];
+      for (let e = 0; e < E; e++)
+        for (const [kind, off, rows] of parts) {
+          const en = `${m[1]}.${e}.${kind}.weight`;
+          this.logical.set(en, { name: en, shape: [rows, C], sourceBytes: (t.sourceBytes * rows) / (E * R), mxfp4: false, from: { full: t.name, row0: e * R + off } });
+        }
     }
   }
 
@@ -211,6 +249,7 @@ export class CheckpointWeights {
   /** Rows [row0, row0 + n) as f32 (decoded exactly when packed) into `out`. */
   readRows(name: string, row0: number, n: number, out: Float32Array): void {
     const t = this.info(name);
+    if (t.from) return this.st.readRows(t.from.full, t.from.row0 + row0, n, out);
     if (t.fp8) return this.readFp8(name, t.shape[1], row0, n, out);
     if (t.int4Group) return this.readInt4(name, t.shape[1], t.int4Group, row0, n, out);
     if (t.slice) return this.readSlice(t, row0, n, out);

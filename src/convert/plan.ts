@@ -123,6 +123,8 @@ export function planConversion(src: string, w: CheckpointWeights, arch: Architec
     // layers after the last (DeepSeek-V3's multi-token prediction) are never run: left out
     const layer = /^model\.layers\.(\d+)\./.exec(name);
     if (layer && Number(layer[1]) >= cfg.layers) continue;
+    // nor the layers the model never runs (MTP): their experts have no layer plan either
+    if (arch.unread?.(name, cfg)) continue;
     const info = w.info(name);
     add(w.prefix + name, info.shape, trunkFormat(name, info.shape, settings.trunkBits), info.sourceBytes, (r, n, x) => w.readRows(name, r, n, x));
   }

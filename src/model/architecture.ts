@@ -41,6 +41,8 @@ export interface Architecture<C extends ModelConfig = ModelConfig> {
   readonly chatFormat?: NativeChatFormat;
   /** Images in, for an architecture with a vision tower. */
   readonly vision?: VisionSupport;
+  /** Why images are refused, for an architecture without one whose releases carry a tower it does not run. */
+  readonly visionRefusal?: string;
   /**
    * A checkpoint's routed experts, by HuggingFace name: matrix `kind` (0 gate, 1 up, 2 down) of
    * expert e of layer L; and, for any tensor name, the layer whose routed experts it holds (undefined:
@@ -54,6 +56,8 @@ export interface Architecture<C extends ModelConfig = ModelConfig> {
    * the stacked tensors). expertLayerOf names the layer of the stacked tensors too.
    */
   readonly stackedExperts?: StackedExperts;
+  /** Checkpoint tensors the model never reads (multi-token-prediction layers): neither converted nor kept (absent: every tensor is the model's). */
+  unread?(name: string, cfg: C): boolean;
   /** What `waste info` says of a config: fields for `--json`, and lines of text ([label, value]). */
   describe(cfg: C): { fields: Record<string, unknown>; lines: [string, string][] };
   /** The releases `waste pull` knows by a short name. */

@@ -10,16 +10,18 @@ import type { Fields } from '../util/fields.js';
 import type { Architecture } from './architecture.js';
 import { kimiK3 } from './kimi/k3.js';
 import { kimiLinear } from './kimi/linear.js';
+import { glm4Moe } from './glm4-moe/index.js';
 import { mixtral } from './mixtral/index.js';
 import { olmoe } from './olmoe/index.js';
 import { qwen3Moe } from './qwen3-moe/index.js';
 import { gptOss } from './gpt-oss/index.js';
 import { deepseekV3 } from './deepseek/index.js';
+import { qwen3Next } from './qwen3-next/index.js';
 import { textConfig } from './kimi/config.js';
 import { CheckpointSource } from './sources/checkpoint-source.js';
 
 /** Every architecture this build runs, the most specific first. */
-export const ARCHITECTURES: readonly Architecture[] = [kimiK3, kimiLinear, qwen3Moe, mixtral, olmoe, gptOss, deepseekV3];
+export const ARCHITECTURES: readonly Architecture[] = [kimiK3, kimiLinear, qwen3Moe, mixtral, olmoe, gptOss, deepseekV3, glm4Moe, qwen3Next];
 
 /** The architecture that runs a config (a manifest's `config`, or a checkpoint's config.json). */
 export function architectureOf(cfg: Fields): Architecture {

@@ -41,6 +41,10 @@ export interface SynthCheckpoint {
   config: JsonObject;
   /** Where the language model's tensors sit in the files. */
   prefix: string;
+  /** A tensor's name in the files, when the release renames rather than prefixes (Qwen3.5's `model.language_model.`); the prefix is then unused. */
+  rename?: (name: string) => string;
+  /** Each layer's routed experts stacked as the release stores them: `….mlp.experts.gate_up_proj` [E, 2I, H] and `….mlp.experts.down_proj` [E, H, I]. */
+  stackExperts?: boolean;
   /**
    * How routed experts are stored: bf16 matrices, compressed-tensors MXFP4 (K3's release) or INT4
    * pack-quantized (Kimi K2-Thinking's), or stacked per layer as `stacked` says

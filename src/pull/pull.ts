@@ -237,6 +237,8 @@ class Puller {
         trunkNames.set(s.path, names);
         for (const t of st.names()) {
           if (!originalFile(weightMap, t, s.path)) continue;
+          // MTP layers: neither converted nor copied aside
+          if (arch.unread?.(t, cfg)) continue;
           const layer = arch.expertLayerOf(t);
           if (layer !== undefined) layers.add(layer);
           else names.push(t);
@@ -303,7 +305,8 @@ class Puller {
     const stop = whenAborted(opts.signal);
     try {
       if (ahead) thread = new DownloadThread({ ...ahead, stallMs: opts.stallMs, attempts: opts.attempts, retryMs: opts.retryMs }, (f) => progress(`fetching ${f}`), log);
-      const spent = (u: ShardUse) => (u.trunkBytes === 0 || fs.existsSync(stagedFile(dl, u.file)) || keep) && u.layers.every((l) => conv.layerDone(l));
+      // (a kept checkpoint stages no trunk copies: a shard holding trunk tensors is read from itself at the end)
+      const spent = (u: ShardUse) => (u.trunkBytes === 0 || fs.existsSync(stagedFile(dl, u.file))) && u.layers.every((l) => conv.layerDone(l));
       // what an earlier run fetched counts as done: the shards on disk and those converted and deleted
       got = uses.filter((u) => onDisk(u.file) || spent(u)).reduce((a, u) => a + u.bytes, 0);
       const start = (i: number) => {

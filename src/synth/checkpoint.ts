@@ -80,10 +80,12 @@ export function writeSyntheticCheckpoint(dir: string, opts: CheckpointOptions = 
     for (let i = 0; i < Math.min(v.length, valid); i++) v[i] = rng.uniform(lo, hi);
     tensors.push({ name, dtype: 'F32', shape, data: new Uint8Array(v.buffer) });
   };
+  const named = form.rename ?? ((n: string) => prefix + n);
   for (const t of synth.tensors(cfg)) {
-    if (t.kind === 'matrix') matrix(prefix + t.name, t.rows, t.cols, t.std, t.expert);
-    else vector(prefix + t.name, t.shape, t.lo, t.hi, t.valid);
+    if (t.kind === 'matrix') matrix(named(t.name), t.rows, t.cols, t.std, t.expert);
+    else vector(named(t.name), t.shape, t.lo, t.hi, t.valid);
   }
+  if (form.stackExperts) stackExperts(tensors);
   for (const t of form.extra) {
     const v = values(t.shape.reduce((a, b) => a * b, 1), t.std);
     if (t.mean) for (let i = 0; i < v.length; i++) v[i] += t.mean;
@@ -106,6 +108,40 @@ export function writeSyntheticCheckpoint(dir: string, opts: CheckpointOptions = 
     ) + '\n',
   );
   return cfg;
+}
+
+/** Every layer's per-expert matrices (bf16, drawn as they are) replaced by the stacked pair a release stores: gate_up_proj [E, 2I, H] (gate rows first) and down_proj [E, H, I]. */
+function stackExperts(tensors: RawTensor[]): void {
+  const groups = new Map<string, Map<number, RawTensor[]>>();
+  const rest: RawTensor[] = [];
+  for (const t of tensors) {
+    const m = /^(.*\.mlp\.experts)\.(\d+)\.(gate|up|down)_proj\.weight$/.exec(t.name);
+    if (!m) {
+      rest.push(t);
+      continue;
+    }
+    const g = groups.get(m[1]) ?? new Map<number, RawTensor[]>();
+    groups.set(m[1], g);
+    const e = Number(m[2]);
+    g.set(e, [...(g.get(e) ?? []), t]);
+  }
+  const cat = (parts: Uint8Array[]) => {
+    const out = new Uint8Array(parts.reduce((a, p) => a + p.length, 0));
+    let o = 0;
+    for (const p of parts) {
+      out.set(p, o);
+      o += p.length;
+    }
+    return out;
+  };
+  for (const [base, g] of groups) {
+    const es = [...g.keys()].sort((a, b) => a - b);
+    const kind = (e: number, k: string) => g.get(e)!.find((t) => t.name.endsWith(`.${k}_proj.weight`))!;
+    const [I, H] = kind(es[0], 'gate').shape;
+    rest.push({ name: `${base}.gate_up_proj`, dtype: 'BF16', shape: [es.length, 2 * I, H], data: cat(es.flatMap((e) => [kind(e, 'gate').data, kind(e, 'up').data])) });
+    rest.push({ name: `${base}.down_proj`, dtype: 'BF16', shape: [es.length, H, I], data: cat(es.map((e) => kind(e, 'down').data)) });
+  }
+  tensors.splice(0, tensors.length, ...rest);
 }
 
 /**

@@ -36,6 +36,8 @@ export interface AttentionWeights {
   kNorm?: Float32Array;
   /** [heads] one logit per head that joins each softmax's normaliser (gpt-oss). */
   sinks?: Float32Array;
+  /** q carries an output gate (Qwen3-Next): 2·heads·headDim rows, per head [query | gate]; o ← o·σ(gate) before o_proj. */
+  outputGate?: boolean;
 }
 
 /** One sequence's cache for one layer: keys and values [slots][kvHeads][headDim], position j in slot j mod slots. */
@@ -58,6 +60,8 @@ export interface AttentionScratch {
   o: Float32Array;
   /** [heads][context] */
   scores: Float32Array;
+  /** [T][heads][headDim] the output gate (only with `outputGate`; then q holds [T][2·heads·headDim]). */
+  gate?: Float32Array;
 }
 
 /**
@@ -79,7 +83,9 @@ export function attention(
   const qw = H * D;
   const kw = KV * D;
   k.matmulMany([w.q, w.k, w.v], s.norm, [s.q, s.k, s.v], T);
-  if (w.qBias) for (let t = 0; t < T; t++) k.add(s.q.subarray(t * qw, (t + 1) * qw), w.qBias, qw);
+  const qr = w.q.rows;
+  if (w.qBias) for (let t = 0; t < T; t++) k.add(s.q.subarray(t * qr, (t + 1) * qr), w.qBias, qr);
+  if (w.outputGate) ungate(s.q, s.gate!, T, H, D);
   if (w.kBias) for (let t = 0; t < T; t++) k.add(s.k.subarray(t * kw, (t + 1) * kw), w.kBias, kw);
   if (w.vBias) for (let t = 0; t < T; t++) k.add(s.v.subarray(t * kw, (t + 1) * kw), w.vBias, kw);
   if (c.qkNorm === 'whole')
@@ -105,6 +111,16 @@ export function attention(
     const lo = window ? Math.max(0, pos - window + 1) : 0;
     k.attend({ q: s.q.subarray(t * qw, (t + 1) * qw), k: cache.k, v: cache.v, slots: cache.slots, heads: H, kvHeads: KV, headDim: D, lo, hi: pos, scale: c.scale, sinks: w.sinks, scores: s.scores, out: s.o.subarray(t * qw, (t + 1) * qw) });
   }
+  if (w.outputGate) k.sigmoidMul(s.o, s.gate!, T * qw);
   k.matmul(w.o, s.o, s.out, T);
   if (w.oBias) for (let t = 0; t < T; t++) k.add(s.out.subarray(t * w.o.rows, (t + 1) * w.o.rows), w.oBias, w.o.rows);
+}
+
+/** q_proj's [T][heads][query | gate] split in place: the queries packed to [T][heads][headDim] in q, the gates into `gate`. */
+function ungate(q: Float32Array, gate: Float32Array, T: number, H: number, D: number): void {
+  // row i's gate is read before any later row's query lands on it (each moves to a lower index)
+  for (let i = 0; i < T * H; i++) {
+    gate.set(q.subarray(2 * i * D + D, 2 * i * D + 2 * D), i * D);
+    q.copyWithin(i * D, 2 * i * D, 2 * i * D + D);
+  }
 }

@@ -41,6 +41,8 @@ export interface MoeWeights {
   /** The router's own bias, added to its logits (gpt-oss). */
   routerBias?: Float32Array;
   shared?: FfnWeights;
+  /** [1][hidden] the shared expert's gate: its output scaled by σ(gate · x) (Qwen3-Next). */
+  sharedGate?: Tensor;
   /** Per matrix kind (gate, up, down): the layer's stage codebooks transposed, [stage][dim][entry]. */
   booksT: [Float32Array, Float32Array, Float32Array];
   /** Every routed expert as dense matrices (a checkpoint; a container streams VQ records instead). */
@@ -120,6 +122,14 @@ export function moe(h: MoeHost, L: number, w: MoeWeights, T: number, s: MoeScrat
   let sharedDone = false;
   const runShared = () => {
     if (w.shared) ffn(k, h.act, w.shared, T, s, s.shared);
+    if (w.shared && w.sharedGate) {
+      // the router's logits are spent (the experts are chosen): their first T floats take the gate's
+      k.matmul(w.sharedGate, s.norm, s.router, T);
+      for (let t = 0; t < T; t++) {
+        const g = 1 / (1 + Math.exp(-s.router[t]));
+        for (let i = t * H; i < (t + 1) * H; i++) s.shared[i] *= g;
+      }
+    }
     sharedDone = true;
   };
   if (w.dense) denseExperts(h, w.dense, used, W, xin, T, s, w.expertBias);

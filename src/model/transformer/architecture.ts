@@ -47,6 +47,11 @@ export function transformerArchitecture(f: TransformerFamily): Architecture<Tran
     expertTensor: (layer, e, kind) => f.moe.expert(layer, e, kind),
     expertLayerOf: f.expertLayerOf,
     stackedExperts: f.stacked,
+    unread: (name, cfg) => {
+      // model.layers.N past num_hidden_layers: the MTP layers (skippedLayers of them)
+      const m = cfg.skippedLayers ? /(?:^|\.)layers\.(\d+)\./.exec(name) : null;
+      return !!m && Number(m[1]) >= cfg.layers && Number(m[1]) < cfg.layers + cfg.skippedLayers;
+    },
     describe: describeTransformer,
     synth: f.synth,
     releases: f.releases,

@@ -34,5 +34,10 @@ export function describeTransformer(cfg: TransformerConfig): { fields: Record<st
       'MoE',
       `${cfg.moe.experts} experts, top-${cfg.moe.topK}, width ${cfg.moe.inter}, ${r.scoring === 'sigmoid' ? `sigmoid${r.groups && r.groups.count > 1 ? `, ${r.groups.keep} of ${r.groups.count} groups` : ''}` : r.scoring === 'softmax' ? 'softmax' : 'softmax of the top k'}${r.renormalize ? ', renormalized' : ''}${r.scale !== 1 ? `, scale ${r.scale}` : ''}${cfg.sharedInter ? `, shared ${cfg.sharedInter}` : ''}${cfg.expertBias ? ', expert biases' : ''}`,
     ]);
+  // multi-token-prediction layers (GLM-4.5's): in the checkpoint, never read
+  if (cfg.skippedLayers) {
+    Object.assign(fields, { mtpLayers: cfg.skippedLayers });
+    lines.push(['MTP', `${cfg.skippedLayers} layer${cfg.skippedLayers > 1 ? 's' : ''} after the last (multi-token prediction): neither run nor converted`]);
+  }
   return { fields, lines };
 }
