@@ -7,7 +7,7 @@
  * |---------------|-----------------------------------------------------------------|-----------------|
  * | `kimi`        | Kimi K2, K2-Thinking, Kimi-Linear; the default template          | `<|tool_calls_section_begin|><|tool_call_begin|>functions.NAME:0<|tool_call_argument_begin|>{…}<|tool_call_end|>…` |
  * | `hermes`      | Qwen3 MoE, Qwen3-Next, Qwen3-2507                               | `<tool_call>\n{"name": …, "arguments": {…}}\n</tool_call>` |
- * | `qwen-xml`    | Qwen3-Coder                                                      | `<tool_call>\n<function=NAME>\n<parameter=K>\nV\n</parameter>\n</function>\n</tool_call>` |
+ * | `qwen-xml`    | Qwen3-Coder, Qwen3.5                                             | `<tool_call>\n<function=NAME>\n<parameter=K>\nV\n</parameter>\n</function>\n</tool_call>` |
  * | `glm`         | GLM-4.5, 4.6, 4.7 (glm4-moe)                                     | `<tool_call>NAME\n<arg_key>K</arg_key>\n<arg_value>V</arg_value>\n</tool_call>` |
  * | `deepseek`    | DeepSeek-V3, R1, V3.1, V3.2's template                           | `<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{…}<｜tool▁call▁end｜><｜tool▁calls▁end｜>` |
  * | `harmony`     | gpt-oss                                                          | `<|channel|>commentary to=functions.NAME <|constrain|>json<|message|>{…}<|call|>` |
