@@ -48,7 +48,11 @@ export class CallMarkupReader implements ReplyReader {
   content = '';
   /** Why each call that did not read was turned into content (for logs and tests). */
   readonly rejected: string[] = [];
+  readonly startsInReasoning: boolean;
+  /** Whitespace in a block, held back (see takeVisible). */
+  gap = '';
   private state: State;
+  private inBlock = false;
   private buf = '';
   private body = '';
   private sawText = false;
@@ -68,15 +72,9 @@ export class CallMarkupReader implements ReplyReader {
     this.decls = opts.decls?.length ? new Map(opts.decls.map((d) => [d.name, d])) : undefined;
   }
 
-  readonly startsInReasoning: boolean;
-
   get inReasoning(): boolean {
     return this.state === 'reasoning';
   }
-
-  private inBlock = false;
-  /** Whitespace in a block, not yet known to be markup or content. */
-  gap = '';
 
   private markers(): string[] {
     const m = this.markup;
