@@ -10,7 +10,7 @@ import { isObject } from '../util/fields.js';
 import { linkedAbort } from '../util/abort.js';
 import type { GenerationResult } from '../generate/generate.js';
 import type { ReplyEvent } from '../chat/reply.js';
-import { replyReader } from '../chat/reply-reader.js';
+import { declaredTools, replyReader } from '../chat/reply-reader.js';
 import { ReplyStream } from '../generate/reply-stream.js';
 
 export interface ChatOptions extends SessionOptions {
@@ -117,7 +117,7 @@ export class Chat {
     this.messages.push(turn);
     const { fresh, reset, images } = this.session.resume(ids, 0, all);
     if (reset) this.reprocessed++;
-    const reader = replyReader(this.format, this.tokenizer, ids, { tools: !!this.opts.tools?.length });
+    const reader = replyReader(this.format, this.tokenizer, ids, { tools: !!this.opts.tools?.length, decls: declaredTools(this.opts.tools) });
     // stop strings: on what a person reads when the format's structure is in token ids, else on the text
     const stream = new ReplyStream(reader, reader.byToken ? (opts.stop ?? []) : []);
     const stop = reader.byToken ? this.stopText : [...this.stopText, ...(opts.stop ?? [])];

@@ -8,6 +8,7 @@ import { readJson, readText } from '../util/read.js';
 import { KIMI_STYLE_TEMPLATE } from './kimi-template.js';
 import type { Tokenizer } from '../tokenizer/tokenizer.js';
 import { XtmlChatFormat } from './xtml/format.js';
+import { type ReplySyntax, replySyntaxOf } from './syntax.js';
 
 /**
  * Chat formats: how a conversation becomes token ids. Whatever the format, the markup it adds is
@@ -73,15 +74,8 @@ export interface EncodeOptions {
   responseFormat?: { type: 'json_object' } | { type: 'json_schema'; json_schema: { schema: unknown } };
 }
 
-/**
- * How a model marks up its reply, as far as the template tells: the reasoning block and the
- * tool-call syntax ("kimi": `<|tool_calls_section_begin|>…`, "hermes": `<tool_call>{…}</tool_call>`).
- */
-export interface ReplySyntax {
-  think?: { open: string; close: string };
-  /** "xtml": K3's tools/call elements, whose structure is decided by token id, never by text. */
-  tools?: 'kimi' | 'hermes' | 'xtml';
-}
+/** How a model marks up its reply (decided in syntax.ts, for every front end). */
+export type { ReplySyntax } from './syntax.js';
 
 export interface ChatFormat {
   /** Where it came from: "chat_template.jinja", "chat.json", "Kimi default", "Kimi K3 XTML". */
@@ -207,14 +201,6 @@ function wrapStrings(v: unknown): unknown {
   if (Array.isArray(v)) return v.map(wrapStrings);
   if (isObject(v)) return Object.fromEntries(Object.entries(v).map(([k, x]) => [guard(k), wrapStrings(x)]));
   return v;
-}
-
-/** What a template's text says about the reply's markup. */
-function syntaxOf(template: string): ReplySyntax {
-  return {
-    ...(template.includes('<think>') && template.includes('</think>') ? { think: { open: '<think>', close: '</think>' } } : {}),
-    ...(template.includes('tool_call_begin') ? { tools: 'kimi' as const } : template.includes('<tool_call>') ? { tools: 'hermes' as const } : {}),
-  };
 }
 
 /**
@@ -411,7 +397,7 @@ export class JinjaChatFormat implements ChatFormat {
     } catch (e) {
       throw new WasteError('E_FORMAT', `${source}: the chat template does not parse (${(e as Error).message})`);
     }
-    this.syntax = syntaxOf(text);
+    this.syntax = replySyntaxOf(text);
     this.harmony = text.includes('<|channel|>') && text.includes('<|call|>');
     this.toolArguments = this.probeToolArguments();
     // what follows an assistant message's content, up to the next message (or the end)
@@ -427,6 +413,9 @@ export class JinjaChatFormat implements ChatFormat {
     // the end marker is the first control-looking token of that markup, or the markup itself up to the next turn
     const marker = /<\|[^|]*\|>|\[[A-Z]+\]|<\/s>|<end_of_turn>/.exec(end);
     this.assistantEnd = marker ? marker[0] : end.trimEnd();
+    // harmony closes a message with <|end|> and the assistant's turn with <|return|> (or <|call|>):
+    // <|end|> after the reasoning is not the reply's end
+    if (this.syntax.tools === 'harmony') this.assistantEnd = '<|return|>';
   }
 
   /** "string" when the template prints a call's arguments text as it is, else "object". */

@@ -1,4 +1,5 @@
 import type { ReplySyntax, ToolCall } from './format.js';
+import { takeVisible } from './call-reader.js';
 
 /** A piece of a reply, as it streams: reasoning, content, a tool call starting, or its arguments. */
 export type ReplyEvent =
@@ -25,6 +26,8 @@ export interface ReplyReader {
   readonly startsInReasoning: boolean;
   /** The reply is inside its reasoning block now (a token pushed next is a reasoning token). */
   readonly inReasoning: boolean;
+  /** Why each call that did not read (bad JSON, an undeclared function, cut off…) was left in the content as written. */
+  readonly rejected?: readonly string[];
 }
 
 /**
@@ -62,6 +65,9 @@ export class ReplyParser {
   private hermes = '';
   /** Inside a tool-call section (calls made without one go back to content). */
   private inSection = false;
+  /** Whitespace in a section, not yet known to be markup or content. */
+  /** Whitespace in a section, held back (see takeVisible). */
+  gap = '';
   readonly calls: ToolCall[] = [];
   reasoning = '';
   content = '';
@@ -148,7 +154,7 @@ export class ReplyParser {
     this.buf = '';
     if (this.channel === 'header' && this.header.trim()) this.emitText('content', this.header, out);
     if (this.channel === 'hermes' && this.hermes.trim()) this.emitText('content', HERMES_TOOL_MARKERS.call + this.hermes, out);
-    this.header = this.hermes = '';
+    this.header = this.hermes = this.gap = '';
     this.channel = 'content';
     return out;
   }
@@ -173,8 +179,13 @@ export class ReplyParser {
         this.hermes += text;
         break;
       case 'section':
-        // whitespace between calls is markup; anything else the model wrote there is content
-        if (text.trim()) this.emitText('content', text, out);
+        // whitespace between calls is markup; anything else the model wrote there is content (with
+        // the whitespace before it, however the pieces fell)
+        this.gap += text;
+        {
+          const shown = takeVisible(this);
+          if (shown) this.emitText('content', shown, out);
+        }
         break;
     }
   }
@@ -192,6 +203,7 @@ export class ReplyParser {
 
   private transition(marker: string, out: ReplyEvent[]): void {
     const t = this.syntax.think;
+    this.gap = '';
     if (t && marker === t.open && this.channel === 'content') this.channel = 'reasoning';
     else if (t && marker === t.close && this.channel === 'reasoning') this.channel = 'content';
     else if (marker === KIMI_TOOL_MARKERS.section) {
@@ -233,7 +245,7 @@ export class ReplyParser {
       doc = undefined;
     }
     const o = doc as { name?: unknown; arguments?: unknown } | undefined;
-    if (!o || typeof o !== 'object' || typeof o.name !== 'string') {
+    if (!o || typeof o !== 'object' || typeof o.name !== 'string' || Object.keys(o).some((k) => k !== 'name' && k !== 'arguments')) {
       this.emitText('content', HERMES_TOOL_MARKERS.call + this.hermes + HERMES_TOOL_MARKERS.callEnd, out);
       return;
     }

@@ -80,6 +80,18 @@ function toolSectionRest(style: 'kimi' | 'hermes', tools: ToolDecl[], parallel: 
   return { trigger: HERMES_TOOL_MARKERS.call, grammar: seq([alt(tools.map(rest)), moreCalls(style, tools, parallel, 1)]) };
 }
 
+/**
+ * Whether a reply in `syntax` can be held to a grammar yet: its tool calls (tool_choice required
+ * or named: Kimi's, Hermes' and K3's can; the other formats' calls are read, chat/reply-reader.ts,
+ * but not constrained) or its JSON (response_format: every format but harmony, whose answer comes
+ * after a channel header the grammar does not write). A request that needs what cannot be held is
+ * refused rather than left unenforced.
+ */
+export function constrainable(syntax: ReplySyntax, what: 'calls' | 'json'): boolean {
+  if (what === 'json') return syntax.tools !== 'harmony';
+  return !syntax.tools || syntax.tools === 'kimi' || syntax.tools === 'hermes' || syntax.tools === 'xtml';
+}
+
 export interface ConstraintPlan {
   vocab: TokenVocab;
   syntax: ReplySyntax;
@@ -132,7 +144,8 @@ function planConstraint(p: ConstraintPlan): { constraint?: TokenConstraint; forc
   };
   const afterReasoning = (make: () => TokenConstraint) => (p.reasoningFirst && p.syntax.think ? new After(new TextWatch(p.vocab, p.syntax.think.close), make) : make());
   const style = p.syntax.tools;
-  if (p.tools && style && style !== 'xtml') {
+  // the other formats' calls are not constrained yet: their replies are read, not held to a grammar
+  if (p.tools && (style === 'kimi' || style === 'hermes')) {
     if (p.tools.required) {
       if (p.reasoningFirst && p.syntax.think) return { constraint: afterReasoning(now(toolSectionGrammar(style, p.tools.decls, p.tools.parallel, p.tools.base))), forced: '' };
       const { forced, grammar } = forcedToolCall(style, p.tools.decls, p.tools.parallel, p.tools.base);

@@ -94,7 +94,7 @@ export function parseSpec(spec: string): { repo: string; revision: string; short
   const known = knownModel(base);
   const repo = known?.repo ?? base;
   if (!/^[A-Za-z0-9][A-Za-z0-9._-]{0,95}\/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$/.test(repo))
-    throw new WasteError('E_ARG', `${quoted(spec)} is not a repository (OWNER/NAME[@REVISION], each part at most 96 characters) nor a known short name (${knownModels().map((k) => k.short).join(', ')})`);
+    throw new WasteError('E_ARG', `${quoted(spec)} is not a repository (OWNER/NAME[@REVISION], each part at most 96 characters) nor a known short name (${knownModels().length} of them, e.g. ${knownModels().slice(0, 3).map((k) => k.short).join(', ')}: \`waste pull --help\` lists them all)`);
   if (!/^[A-Za-z0-9][A-Za-z0-9._/-]{0,199}$/.test(revision) || revision.includes('..')) throw new WasteError('E_ARG', `${quoted(revision)} is not a revision`);
   return { repo, revision, short: known && known.short === base ? known.short : undefined };
 }

@@ -483,7 +483,7 @@ export class Host {
     const tok = this.model.tokenizer();
     const endId = tok.specialId(format.assistantEnd);
     const prompt = ids.slice(0, ids.length - turn.forcedIds);
-    const reader = replyReader(format, tok, prompt, { tools: turn.toolsOffered, callId: newCallId });
+    const reader = replyReader(format, tok, prompt, { tools: turn.toolsOffered, decls: req.tools, callId: newCallId });
     // stop strings: on what a person reads when the format's structure is in token ids (K3's), else on the text
     const stream = new ReplyStream(reader, reader.byToken ? (req.sampling.stop ?? []) : []);
     const forced = tok.decoder();

@@ -1,6 +1,7 @@
 import type { ChatFormat, EncodeOptions } from '../chat/format.js';
 import { quoted } from '../util/errors.js';
 import { badRequest } from './errors.js';
+import { constrainable } from '../chat/tool-grammar.js';
 import type { TurnRequest } from './host.js';
 
 /** Template variables the server sets itself; a client's chat_template_kwargs may not. */
@@ -24,6 +25,10 @@ export function promptOptions(req: TurnRequest, format: ChatFormat, open = true)
   const declared = req.toolChoice === 'none' && !xtml ? [] : req.tools;
   const tools = declared.map((t) => ({ type: 'function', function: { name: t.name, ...(t.description !== undefined ? { description: t.description } : {}), parameters: t.parameters } }));
   if (tools.length && !format.syntax.tools) throw badRequest(`this model's chat format (${format.source}) does not write tool calls, so tools cannot be offered`, 'tools');
+  if (tools.length && (req.toolChoice === 'required' || typeof req.toolChoice === 'object') && !constrainable(format.syntax, 'calls'))
+    throw badRequest(`tool_choice: this model's tool calls (${format.syntax.tools} syntax) are read but cannot be required of it yet; use "auto"`, 'tool_choice');
+  if ((req.schema !== undefined || req.responseType === 'json_object') && !constrainable(format.syntax, 'json'))
+    throw badRequest(`response_format: this model's replies (${format.syntax.tools} syntax) cannot be held to JSON yet`, 'response_format');
   // a final assistant message is the reply's beginning, continued (as Anthropic's prefill): the
   // reply is what follows it
   const continueFinal = open && req.messages[req.messages.length - 1]?.role === 'assistant';
