@@ -4,7 +4,7 @@ import type { CacheStats, ExpertCache } from '../experts/cache.js';
 import type { StreamFiles } from '../experts/io.js';
 import type { LookaheadScore, StreamedExperts } from '../experts/streamed.js';
 import { Chat, type ChatOptions, type ImageInput } from './chat.js';
-import { type GenerationDefaults, readGenerationDefaults } from '../checkpoint/generation-config.js';
+import { type GenerationDefaults, readGenerationDefaults, readGenerationEos } from '../checkpoint/generation-config.js';
 import type { Kernels } from '../kernels/types.js';
 import type { MemoryBudget } from '../memory/budget.js';
 import type { Architecture, Network, SequenceState, VisionSpec, VisionTower } from '../model/architecture.js';
@@ -100,6 +100,7 @@ export class Model implements SessionHost {
   private readonly tok: Tokenizer | null;
   private chatFmt: ChatFormat | undefined;
   private genDefaults: GenerationDefaults | undefined;
+  private stops: number[] | undefined;
   private digest: Uint8Array | undefined;
   private running: Promise<unknown> = Promise.resolve();
   private readonly visionParts: ModelParts['vision'];
@@ -265,7 +266,7 @@ export class Model implements SessionHost {
   chat(opts: ChatOptions = {}): Chat {
     const v = this.vision;
     const media = v ? { token: v.mediaToken, encode: (im: ImageInput, signal?: AbortSignal) => (isRows(im) ? Promise.resolve(im) : this.encodeImage(im, { signal, route: opts.imageRoute })) } : undefined;
-    return new Chat(this.newSession(opts), this.tokenizer(), opts.format ?? this.chatFormat(), this.config.eosTokenIds, opts, media);
+    return new Chat(this.newSession(opts), this.tokenizer(), opts.format ?? this.chatFormat(), this.stopIds(), opts, media);
   }
 
   /** @internal */
@@ -309,6 +310,14 @@ export class Model implements SessionHost {
   /** The sampling settings of the model's generation_config.json (empty when it has none); explicit options win. */
   generationDefaults(): GenerationDefaults {
     return (this.genDefaults ??= readGenerationDefaults(this.dir));
+  }
+
+  /**
+   * The ids that end a reply: config.json's end-of-sequence ids and those generation_config.json
+   * adds (as HuggingFace's generate takes both), each within the vocabulary.
+   */
+  stopIds(): number[] {
+    return (this.stops ??= [...new Set([...this.config.eosTokenIds, ...readGenerationEos(this.dir).filter((id) => id < this.config.vocab)])]);
   }
 
   /** Text to ids: plain mode (control-token strings are ordinary text) unless `markup`. */

@@ -19,6 +19,8 @@ export interface SessionHost {
   tokenizer(): Tokenizer;
   /** Sampling settings the model recommends (generation_config.json); options given explicitly win. */
   generationDefaults(): GenerationDefaults;
+  /** The ids that end a reply (config.json's and generation_config.json's end-of-sequence ids). */
+  stopIds(): number[];
   /** A digest of the model's weights and shapes: a saved session loads only into the same model. */
   identity(): Uint8Array;
   release(state: SequenceState): void;
@@ -201,7 +203,7 @@ export class Session {
   generate(prompt: string | number[], opts: SessionGenerateOptions = {}): AsyncGenerator<GeneratedToken, GenerationResult> {
     const tok = this.host.tokenizer();
     const ids = typeof prompt === 'string' ? tok.encode(prompt, { markup: opts.markup }) : prompt;
-    return generateTokens(this, ids, withDefaults(this.host.generationDefaults(), opts), tok.decoder(), this.host.config.eosTokenIds);
+    return generateTokens(this, ids, withDefaults(this.host.generationDefaults(), opts), tok.decoder(), this.host.stopIds());
   }
 
   /**

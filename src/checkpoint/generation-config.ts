@@ -53,3 +53,23 @@ export function readGenerationDefaults(dir: string): GenerationDefaults {
   return out;
 }
 
+
+/**
+ * The end-of-sequence ids generation_config.json lists (`eos_token_id`: one id or a list), which
+ * HuggingFace's generate stops on beside config.json's: gpt-oss ends a tool call with `<|call|>`,
+ * named only here; Qwen3 lists `<|endoftext|>` beside `<|im_end|>`. Empty when there is no file or
+ * no key; a malformed value is an error naming the file.
+ */
+export function readGenerationEos(dir: string): number[] {
+  checkModelLinks(dir);
+  const file = path.join(dir, 'generation_config.json');
+  if (!fs.existsSync(file)) return [];
+  const doc = readJson(file);
+  if (!isObject(doc)) throw new WasteError('E_FORMAT', `${file}: not a JSON object`);
+  const v = doc.eos_token_id;
+  if (v === undefined || v === null) return [];
+  const list = Array.isArray(v) ? v : [v];
+  if (list.length > 64 || !list.every((x) => typeof x === 'number' && Number.isInteger(x) && x >= 0 && x < 2 ** 31))
+    throw new WasteError('E_FORMAT', `${file}: "eos_token_id" must be a token id or a list of at most 64 (got ${excerpt(String(JSON.stringify(v)))})`);
+  return list as number[];
+}

@@ -77,7 +77,7 @@ export async function* runCompletion(host: Host, prep: PreparedCompletion, signa
   const V = model.config.vocab;
   const n = req.logprobs;
   const before = model.stats();
-  const eos = new Set(model.config.eosTokenIds);
+  const eos = new Set(model.stopIds());
   const tokens: CompletionToken[] | undefined = n !== undefined ? [] : undefined;
   let text = '';
   let aborted = false;

@@ -407,7 +407,7 @@ export class Host {
     const format = this.model.chatFormat();
     const tok = this.model.tokenizer();
     const endId = tok.specialId(format.assistantEnd);
-    const endTokens = [...this.model.config.eosTokenIds, ...(endId !== undefined ? [endId] : [])];
+    const endTokens = [...this.model.stopIds(), ...(endId !== undefined ? [endId] : [])];
     const toolsOffered = req.toolChoice !== 'none' && req.tools.length > 0;
     const decls = typeof req.toolChoice === 'object' ? req.tools.filter((t) => t.name === (req.toolChoice as { name: string }).name) : req.tools;
     const plan = fromClient(
