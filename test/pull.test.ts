@@ -1,3 +1,4 @@
+import { SafetensorsSet } from '../src/checkpoint/safetensors.js';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
@@ -99,6 +100,17 @@ for (const [label, opts] of [
       assert.ok(r.plan.peakStreaming >= r.plan.containerBytes + Math.max(...shardBytes));
       assert.ok(r.plan.peakStreaming <= r.plan.containerBytes + shardBytes.reduce((a, b) => a + b, 0) + r.plan.trunkSourceBytes);
       assert.ok(seen.length > 0 && seen.every((d, i) => i === 0 || d >= seen[i - 1]), 'progress only grows');
+      // an MTP layer (model.layers.N past num_hidden_layers) is never copied aside: it is never run
+      const cfgJson = JSON.parse(fs.readFileSync(path.join(src, 'config.json'), 'utf8'));
+      if (cfgJson.num_nextn_predict_layers) {
+        const st = SafetensorsSet.open(src);
+        const expert = /\.mlp\.experts\.\d+\./;
+        const mtpAt = `model.layers.${cfgJson.num_hidden_layers}.`;
+        const trunkAll = st.names().filter((n) => !expert.test(n)).reduce((a, n) => a + st.info(n).bytes, 0);
+        const mtp = st.names().filter((n) => n.startsWith(mtpAt) && !expert.test(n)).reduce((a, n) => a + st.info(n).bytes, 0);
+        st.close();
+        assert.ok(mtp > 0 && r.plan.trunkSourceBytes < trunkAll - mtp / 2, `${r.plan.trunkSourceBytes} bytes copied aside of ${trunkAll}, ${mtp} of them the MTP layer's`);
+      }
       await withHome(home, async () => assert.equal(resolveModel('tiny-moe'), r.dir));
     });
 

@@ -31,6 +31,11 @@ export const deepseekV3: Architecture<DeepseekConfig> = {
   },
   expertTensor: deepseekExpertTensor,
   expertLayerOf: deepseekExpertLayerOf,
+  // the MTP layers (model.layers.N past num_hidden_layers) are never run: neither converted nor copied by pull
+  unread: (name, cfg) => {
+    const m = cfg.skippedLayers ? /(?:^|\.)layers\.(\d+)\./.exec(name) : null;
+    return !!m && Number(m[1]) >= cfg.layers && Number(m[1]) < cfg.layers + cfg.skippedLayers;
+  },
   describe: describeDeepseek,
   synth: deepseekSynth,
   releases: DEEPSEEK_RELEASES,
