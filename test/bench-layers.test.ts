@@ -4,7 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { fullCounts, layerBenchShapes } from '../src/bench/layers.js';
+import { benchLayers, fullCounts, layerBenchShapes } from '../src/bench/layers.js';
 
 describe('bench --layers', () => {
   it('takes every family\'s real-width shapes', () => {
@@ -18,5 +18,10 @@ describe('bench --layers', () => {
     assert.deepEqual(fullCounts('k3'), { head: 1, kda: 69, mla: 24, dense: 1, moe: 92 });
     assert.deepEqual(fullCounts('qwen3-30b-a3b'), { head: 1, attention: 48, moe: 48 });
     assert.deepEqual(fullCounts('qwen3-coder-480b-a35b'), { head: 1, attention: 62, moe: 62 });
+  });
+
+  it('refuses a bench whose layers hold no layer of a kind the release has (its full token could not be projected)', async () => {
+    // DeepSeek-V3's first three layers are dense: three layers hold no MoE layer
+    await assert.rejects(benchLayers({ shape: 'deepseek-v3', layers: 3, experts: 8, dir: '/nonexistent-bench-dir' }), /3 layers of deepseek-v3 hold no moe layer/);
   });
 });

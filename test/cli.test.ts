@@ -108,11 +108,12 @@ describe('CLI', () => {
     assert.equal(tiny.usable_ram_bytes, 64 * 2 ** 30);
     assert.equal(tiny.available_ram_bytes, null, 'another machine: nothing measured of it');
     assert.equal(tiny.default_from, 'expert bytes', 'the demo fits whole in 64 GiB');
-    // a machine whose RAM less the margin is below every expert: the default is what remains
+    // a machine whose RAM less the margin (1 GiB below 8 GiB) and the process's 0.5 GiB falls between the floor and every expert: the default is what remains
     const j = JSON.parse(waste('plan', model, '--json').out);
     const all = tiny.default_budget_bytes;
-    const small = JSON.parse(waste('plan', model, '--json', '--ram', String(Math.ceil((j.floor_bytes + all) / 2) + 2 ** 30)).out);
-    assert.ok(small.default_budget_bytes <= all && small.default_budget_bytes >= small.floor_bytes);
+    const small = JSON.parse(waste('plan', model, '--json', '--ram', String(Math.ceil((j.floor_bytes + all) / 2) + 1.5 * 2 ** 30)).out);
+    assert.ok(small.default_budget_bytes < all && small.default_budget_bytes >= small.floor_bytes, `${small.default_budget_bytes} of ${all}`);
+    assert.equal(small.default_from, 'usable RAM');
     const r = waste('plan', model, '--ram', '1G', '--budget', '2G');
     assert.match(r.err, /more than the 1\.00 GiB of usable RAM/);
     assertCleanFailure(waste('plan', model, '--ram', 'lots'), 2, /ram "lots" is not a size/);

@@ -100,11 +100,14 @@ export async function benchLayers(opts: { shape?: string; dir?: string; layers?:
   const tokens = opts.tokens ?? 16;
   const threadCounts = opts.threads ?? [...new Set([1, Math.max(2, cpuCount())])];
   const dir = opts.dir ?? path.join(os.tmpdir(), `waste-bench-${shape}-L${layers}-E${experts}`);
+  const full = fullCounts(shape);
+  const benchCfg = parseModelConfig(Fields.root('synthetic config', synthConfig({ shape, layers, experts })));
+  const missing = Object.keys(full).filter((k) => k !== 'head' && !benchCfg.layerKinds.some((x) => x.attn === k || x.ffn === k));
+  if (missing.length) throw new WasteError('E_ARG', `bench --layers: ${layers} layers of ${shape} hold no ${missing.join(' or ')} layer, so a full token cannot be projected (take more layers)`);
   if (!fs.existsSync(path.join(dir, 'manifest.json'))) {
     log(`writing a synthetic ${shape} container (${layers} layers, ${experts} experts) to ${dir}…`);
     writeSyntheticContainer(dir, { shape, layers, experts, seed: 1, force: true });
   }
-  const full = fullCounts(shape);
 
   // The read bandwidth of an arena, per thread count, on a region far larger than the caches.
   const bwArena = new Arena(1 << 30);

@@ -32,8 +32,8 @@ export function registerVerify(program: Command): void {
         }
         const sums = c.manifest.checksums;
         const files = [...sums.keys()];
-        // what an open reads besides the weights: the tokenizer and the chat format change every prompt
-        const read = MODEL_TEXT_FILES.filter((f) => fs.existsSync(path.join(c.dir, f)));
+        // what an open reads besides the weights: the tokenizer and the chat format change every prompt, a vision tower's settings every image
+        const read = [...MODEL_TEXT_FILES, 'vision.json', 'preprocessor_config.json'].filter((f) => fs.existsSync(path.join(c.dir, f)));
         const unsummed = [TRUNK, ...(c.codebooks ? [CODEBOOKS] : []), ...read].filter((f) => !sums.has(f));
         let total = 0;
         for (const sum of sums.values()) total += sum.bytes;
