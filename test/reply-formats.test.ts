@@ -1,4 +1,7 @@
 import assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { ROOT } from './helpers.js';
 import { describe, it } from 'node:test';
 import type { ReplyEvent, ReplyReader } from '../src/chat/reply.js';
 import { readerFor, replyReader } from '../src/chat/reply-reader.js';
@@ -458,4 +461,25 @@ describe('reply formats the engine reads but cannot constrain yet', () => {
     assert.doesNotThrow(() => promptOptions(req({ tools: [], schema: { type: 'object' } }), fmt({ think: THINK, tools: 'glm' })));
     assert.doesNotThrow(() => promptOptions(req({ toolChoice: 'required' }), fmt({ tools: 'hermes' })));
   });
+});
+
+describe('the releases\' own templates pick their reply format', () => {
+  // the fixtures of test/fixtures/templates (their sources in its README): each one's calls and reasoning as its family writes them
+  const want: Record<string, { tools?: string; think: boolean }> = {
+    'deepseek-v3.1.jinja': { tools: 'deepseek', think: true },
+    'glm-4.6.jinja': { tools: 'glm', think: true },
+    'gpt-oss.jinja': { tools: 'harmony', think: false },
+    'kimi-k2-instruct.jinja': { tools: 'kimi', think: false },
+    'mixtral-8x7b-instruct.jinja': { think: false },
+    'qwen3-coder.jinja': { tools: 'qwen-xml', think: false },
+    'qwen3-hybrid.jinja': { tools: 'hermes', think: true },
+    'qwen3-instruct-2507.jinja': { tools: 'hermes', think: true },
+    'qwen3-thinking-2507.jinja': { tools: 'hermes', think: true },
+  };
+  for (const [file, w] of Object.entries(want))
+    it(file, () => {
+      const s = replySyntaxOf(fs.readFileSync(path.join(ROOT, 'test', 'fixtures', 'templates', file), 'utf8'));
+      assert.equal(s.tools, w.tools);
+      assert.equal(!!s.think, w.think);
+    });
 });

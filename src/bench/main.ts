@@ -2,7 +2,7 @@
  * `npm run bench -- <what>`: benchmarks print a table (and JSON with --json). They are not tests:
  * they measure ratios side by side in one run, on this machine.
  *   kernels    kernel throughput next to the arena's measured memory read bandwidth
- *   layers     decode with real Kimi-Linear shapes (--shape k3: Kimi K3's), all experts in memory: ms per layer vs the floor
+ *   layers     decode with a release's real widths (--shape: any family's real shape, kimi-linear by default), all experts in memory: ms per layer vs the floor
  *              (--activations exact,a16: each mode in turn)
  *   activations  KL divergence of 16-bit activations from exact ones on the demo model's held-out sample (or MODEL, --text FILE, --ctx N, --windows N)
  *   pages      what the first use of a 4 KiB page of arena memory costs (fresh, after a disk read)

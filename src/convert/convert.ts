@@ -58,7 +58,7 @@ export interface ConvertResult {
 const DISK_MARGIN = 64 << 20;
 
 /**
- * Convert a HuggingFace Kimi-Linear checkpoint into a WASTE v0 container: the trunk in Q4G (the
+ * Convert a HuggingFace checkpoint of any family this build runs into a WASTE v0 container: the trunk in Q4G (the
  * embedding and head in Q8G; small tensors in F32), every routed expert in VQ3R with per-layer
  * codebooks, the tokenizer and chat template alongside. The work happens in `OUT.partial/`, unit by
  * unit, and is published by one rename when complete.

@@ -10,7 +10,7 @@ import { Progress, fmtSeconds } from '../progress.js';
 export function registerConvert(program: Command): void {
   program
     .command('convert')
-    .description('convert a HuggingFace Kimi-Linear checkpoint into a WASTE container (VQ3R experts, Q4G trunk); resumable: run it again after an interruption')
+    .description('convert a HuggingFace checkpoint (any family this build runs) into a WASTE container (VQ3R experts, Q4G trunk); resumable: run it again after an interruption')
     .argument('<hf_dir>', 'checkpoint directory: config.json, model.safetensors or model-*.safetensors with its index, tiktoken.model, tokenizer_config.json')
     .argument('<out_dir>', 'container directory to create (published only when complete; work happens in OUT_DIR.partial)')
     .addOption(new Option('--trunk-bits <n>', 'bits of the bulk of the trunk: 4 (Q4G; embedding and head stay Q8G), 8 (all Q8G) or 16 (all F16, to measure what trunk quantization costs; the C engine cannot read F16 trunks)').choices(['4', '8', '16']).default('4'))
