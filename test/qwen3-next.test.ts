@@ -5,13 +5,16 @@
  * qwen3.5-moe-checkpoint) and by test/families.test.ts on both tiny shapes.
  */
 import assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
 import { describe, it } from 'node:test';
 import { Model } from '../src/api/model.js';
 import { parseQwen3NextConfig } from '../src/model/qwen3-next/config.js';
 import { qwen3Next } from '../src/model/qwen3-next/index.js';
 import type { WeightSource } from '../src/model/sources/source.js';
 import { Fields, type JsonObject } from '../src/util/fields.js';
-import { checkpoint, synth } from './helpers.js';
+import { checkpoint, synth, tmpDir } from './helpers.js';
+import { convert } from '../src/convert/convert.js';
 import { SafetensorsSet } from '../src/checkpoint/safetensors.js';
 import { CheckpointWeights } from '../src/checkpoint/weights.js';
 
@@ -84,6 +87,14 @@ describe('qwen3-next config', () => {
     } finally {
       st.close();
     }
+  });
+
+  it('a conversion of the release writes no vision settings: nothing runs its tower', async () => {
+    const dir = checkpoint({ shape: 'qwen3.5-moe-tiny', seed: 3 }, 'q35-convert');
+    assert.ok(JSON.parse(fs.readFileSync(path.join(dir, 'config.json'), 'utf8')).vision_config, 'the release form carries a vision_config');
+    const out = path.join(tmpDir('q35-out'), 'm');
+    await convert(dir, out, { threads: 1 });
+    assert.ok(!fs.existsSync(path.join(out, 'vision.json')) && !fs.existsSync(path.join(out, 'preprocessor_config.json')));
   });
 
   it("refuses images, saying the tower is not run", async () => {

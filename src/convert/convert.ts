@@ -251,7 +251,8 @@ export class Conversion {
       job.save();
     }
 
-    const small = [...copyTokenizerFiles(src, dir), ...visionFiles(src, dir, raw)];
+    // a tower's settings only for a family that runs one (Qwen3.5's release carries a tower this build does not run)
+    const small = [...copyTokenizerFiles(src, dir), ...(this.arch.vision ? visionFiles(src, dir, raw) : [])];
     if (!small.includes('tokenizer.model') && !small.includes('tokenizer.json'))
       log(`note: ${src} has no tiktoken.model, tokenizer.model or tokenizer.json; the container can run token ids but not text`);
     const manifest = {
