@@ -5,8 +5,9 @@ const GiB = 2 ** 30;
 /**
  * DeepSeek-V3's and Kimi K2's releases, each in its released form: FP8 (E4M3 with 128 × 128 block
  * scales inside the layers, bf16 embedding, head, norms and routers), K2-Thinking's INT4 experts. Checkpoint and trunk bytes
- * computed from the configs in that form (the MTP layer's trunk counted: it is copied aside with
- * the trunk); shard counts as the repositories list them (a dry run of the full repository name
+ * computed from the configs in that form (DeepSeek's MTP layer left out of the trunk copied aside:
+ * pull leaves it unread — its own embedding and head in bf16, its attention and shared expert in
+ * FP8, about 4.1 GB counted from the config); shard counts as the repositories list them (a dry run of the full repository name
  * reads the real listing); container and floor measured on full-shape sparse synthetic containers
  * (`waste synth --shape deepseek-v3|kimi-k2 --sparse`, `waste plan --ctx 4096`).
  * Kimi K2-Thinking is released with its routed experts in compressed-tensors INT4 (groups of 32,
@@ -18,7 +19,7 @@ export const DEEPSEEK_RELEASES: KnownRelease[] = [
     repo: 'deepseek-ai/DeepSeek-V3.1',
     checkpointBytes: 684.8e9,
     shards: 163,
-    trunkSourceBytes: 19.4e9,
+    trunkSourceBytes: 15.3e9,
     containerBytes: 255.34e9,
     floorBytes: 9.47 * GiB,
     parameters: '671 B, 37 B active',
@@ -28,7 +29,7 @@ export const DEEPSEEK_RELEASES: KnownRelease[] = [
     repo: 'deepseek-ai/DeepSeek-R1-0528',
     checkpointBytes: 684.8e9,
     shards: 163,
-    trunkSourceBytes: 19.4e9,
+    trunkSourceBytes: 15.3e9,
     containerBytes: 255.34e9,
     floorBytes: 9.47 * GiB,
     parameters: '671 B, 37 B active',
